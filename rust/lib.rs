@@ -1,0 +1,11 @@
+//! shoal's Rust core: the hot paths of a Hudi-format table engine.
+//!
+//! Each module maps to one Hudi concept; the PyO3 bindings live in `bindings` and are only
+//! compiled with the `python` feature so that `cargo test` and `cargo bench` need no Python.
+
+pub mod error;
+
+#[cfg(feature = "python")]
+mod bindings;
+
+pub use error::{Error, Result};
