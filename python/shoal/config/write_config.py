@@ -1,0 +1,216 @@
+"""Write options under their Hudi names, each defined once with its default and parser.
+
+Unknown ``hoodie.*`` keys are rejected rather than ignored: a typo in a sizing or index option
+would otherwise silently change how a production table is laid out.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from shoal.errors import InvalidOptionError
+
+
+def _bool(v: str) -> bool:
+    low = v.strip().lower()
+    if low not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return low == "true"
+
+
+def _positive_int(v: str) -> int:
+    n = int(v)
+    if n <= 0:
+        raise ValueError("expected a positive integer")
+    return n
+
+
+def _non_negative_int(v: str) -> int:
+    n = int(v)
+    if n < 0:
+        raise ValueError("expected a non-negative integer")
+    return n
+
+
+def _fraction(v: str) -> float:
+    x = float(v)
+    if not 0.0 < x < 1.0:
+        raise ValueError("expected a number strictly between 0 and 1")
+    return x
+
+
+def _positive_float(v: str) -> float:
+    x = float(v)
+    if x <= 0:
+        raise ValueError("expected a positive number")
+    return x
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(v: str) -> str:
+        up = v.strip().upper()
+        if up not in allowed:
+            raise ValueError(f"expected one of {', '.join(allowed)}")
+        return up
+
+    return parse
+
+
+def _codec(v: str) -> str:
+    low = v.strip().lower()
+    if low in ("uncompressed", "none"):
+        return "none"
+    if low not in ("snappy", "gzip", "zstd", "lz4", "brotli"):
+        raise ValueError("expected snappy, gzip, zstd, lz4, brotli or uncompressed")
+    return low
+
+
+def _text(v: str) -> str:
+    return v
+
+
+@dataclass(frozen=True)
+class ConfigOption:
+    """A supported option: its Hudi key, default (as Hudi spells it) and parser."""
+
+    key: str
+    default: str | None
+    parse: Callable[[str], Any]
+    doc: str
+
+
+_OPTIONS: dict[str, ConfigOption] = {}
+
+
+def _opt(key: str, default: str | None, parse: Callable[[str], Any], doc: str) -> str:
+    _OPTIONS[key] = ConfigOption(key, default, parse, doc)
+    return key
+
+
+# -- table definition (also accepted at create time under the datasource names) --------------
+TABLE_NAME = _opt("hoodie.table.name", None, _text, "Table name.")
+DATABASE_NAME = _opt("hoodie.database.name", None, _text, "Database name (part of the checksum).")
+RECORDKEY_FIELD = _opt("hoodie.datasource.write.recordkey.field", None, _text, "Record key field(s).")
+PARTITIONPATH_FIELD = _opt("hoodie.datasource.write.partitionpath.field", None, _text, "Partition field(s).")
+PRECOMBINE_FIELD = _opt("hoodie.datasource.write.precombine.field", None, _text, "Ordering field.")
+KEYGENERATOR_CLASS = _opt("hoodie.datasource.write.keygenerator.class", None, _text, "Key generator class.")
+KEYGENERATOR_TYPE = _opt("hoodie.datasource.write.keygenerator.type", None, _text, "Key generator type.")
+HIVE_STYLE = _opt("hoodie.datasource.write.hive_style_partitioning", "false", _bool, "field=value dirs.")
+URL_ENCODE = _opt("hoodie.datasource.write.partitionpath.urlencode", "false", _bool, "Escape values.")
+PAYLOAD_CLASS = _opt(
+    "hoodie.datasource.write.payload.class", None, _text,
+    "Payload class: OverwriteWithLatestAvroPayload (commit time) or DefaultHoodieRecordPayload (event time).",
+)
+RECORD_MERGE_MODE = _opt(
+    "hoodie.record.merge.mode", None, _choice("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"),
+    "How versions of a record are ordered.",
+)
+for _k in ("hoodie.keygen.timebased.timestamp.type", "hoodie.keygen.timebased.input.dateformat",
+           "hoodie.keygen.timebased.output.dateformat", "hoodie.keygen.timebased.timezone",
+           "hoodie.keygen.timebased.input.timezone", "hoodie.keygen.timebased.output.timezone",
+           "hoodie.keygen.timebased.timestamp.scalar.time.unit",
+           "hoodie.keygen.timebased.input.dateformat.list.delimiter.regex"):
+    _opt(_k, None, _text, "Timestamp-based key generator setting.")
+
+# -- file sizing ---------------------------------------------------------------------------
+PARQUET_MAX_FILE_SIZE = _opt("hoodie.parquet.max.file.size", str(120 * 1024 * 1024), _positive_int,
+                             "Target size of a base file in bytes.")
+PARQUET_SMALL_FILE_LIMIT = _opt("hoodie.parquet.small.file.limit", str(100 * 1024 * 1024),
+                                _non_negative_int, "Base files below this size receive inserts; 0 disables.")
+PARQUET_BLOCK_SIZE = _opt("hoodie.parquet.block.size", str(120 * 1024 * 1024), _positive_int,
+                          "Row group size in bytes.")
+PARQUET_PAGE_SIZE = _opt("hoodie.parquet.page.size", str(1024 * 1024), _positive_int, "Page size in bytes.")
+PARQUET_COMPRESSION = _opt("hoodie.parquet.compression.codec", "snappy", _codec, "Base file codec.")
+RECORD_SIZE_ESTIMATE = _opt("hoodie.copyonwrite.record.size.estimate", "1024", _positive_int,
+                            "Fallback average record size when nothing better is known.")
+RECORD_SIZE_THRESHOLD = _opt("hoodie.record.size.estimation.threshold", "1.0", _positive_float,
+                             "A commit counts for record size only if it wrote more than this x small-file limit.")
+LOGFILE_MAX_SIZE = _opt("hoodie.logfile.max.size", str(1024 * 1024 * 1024), _positive_int,
+                        "Log files roll over to a new version beyond this size.")
+LOGFILE_DATA_BLOCK_MAX_SIZE = _opt("hoodie.logfile.data.block.max.size", str(256 * 1024 * 1024),
+                                   _positive_int, "Maximum size of one data block.")
+
+# -- dedup and index ------------------------------------------------------------------------
+COMBINE_BEFORE_INSERT = _opt("hoodie.combine.before.insert", "false", _bool, "Dedup inserts by key.")
+COMBINE_BEFORE_UPSERT = _opt("hoodie.combine.before.upsert", "true", _bool, "Dedup upserts by key.")
+COMBINE_BEFORE_DELETE = _opt("hoodie.combine.before.delete", "true", _bool, "Dedup deletes by key.")
+INDEX_TYPE = _opt("hoodie.index.type", "BLOOM", _choice("BLOOM", "SIMPLE", "BUCKET"), "Index used to tag records.")
+BLOOM_FILTER_TYPE = _opt("hoodie.bloom.index.filter.type", "DYNAMIC_V0", _choice("DYNAMIC_V0", "SIMPLE"),
+                         "Bloom filter written into base file footers.")
+BLOOM_NUM_ENTRIES = _opt("hoodie.index.bloom.num_entries", "60000", _positive_int, "Bloom sizing: entries.")
+BLOOM_FPP = _opt("hoodie.index.bloom.fpp", "0.000000001", _fraction, "Bloom sizing: false positive rate.")
+BLOOM_DYNAMIC_MAX_ENTRIES = _opt("hoodie.bloom.index.filter.dynamic.max.entries", "100000", _positive_int,
+                                 "Dynamic bloom: entries after which rows are reused.")
+BLOOM_PRUNE_BY_RANGES = _opt("hoodie.bloom.index.prune.by.ranges", "true", _bool,
+                             "Prune candidate files by min/max record key before probing.")
+BUCKET_NUM_BUCKETS = _opt("hoodie.bucket.index.num.buckets", "4", _positive_int, "Buckets per partition.")
+BUCKET_HASH_FIELD = _opt("hoodie.bucket.index.hash.field", None, _text, "Fields hashed for buckets.")
+ALLOW_DUPLICATE_ON_INSERTS = _opt("hoodie.merge.allow.duplicate.on.inserts", "true", _bool,
+                                  "Insert does not dedup against existing records.")
+
+# -- timeline -------------------------------------------------------------------------------
+TIMELINE_TIMEZONE = _opt("hoodie.table.timeline.timezone", "UTC", _choice("UTC", "LOCAL"), "Instant clock.")
+POPULATE_META_FIELDS = _opt("hoodie.populate.meta.fields", "true", _bool, "Write the _hoodie_* columns.")
+DROP_PARTITION_COLUMNS = _opt("hoodie.datasource.write.drop.partition.columns", "false", _bool,
+                              "Drop partition columns from data files (unsupported: must be false).")
+METADATA_ENABLE = _opt("hoodie.metadata.enable", "false", _bool,
+                       "The metadata table; shoal keeps it disabled and only accepts false.")
+MARKERS_TYPE = _opt("hoodie.write.markers.type", "DIRECT", _choice("DIRECT"), "Marker style.")
+SCHEMA_ON_WRITE_ADD_COLUMNS = _opt("hoodie.datasource.write.reconcile.schema", "false", _bool,
+                                   "Fill columns missing from a batch with nulls instead of failing.")
+
+
+def option_names() -> list[str]:
+    """Every supported option key, sorted."""
+    return sorted(_OPTIONS)
+
+
+def describe(key: str) -> ConfigOption:
+    return _OPTIONS[key]
+
+
+class WriteConfig:
+    """Validated write options: typed lookups with Hudi's defaults."""
+
+    def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        self.raw: dict[str, str] = {}
+        for key, value in (options or {}).items():
+            self._check(key, value)
+            self.raw[key] = str(value).lower() if isinstance(value, bool) else str(value)
+        if self.get(METADATA_ENABLE):
+            raise InvalidOptionError("hoodie.metadata.enable=true is not supported: shoal keeps the "
+                                     "metadata table disabled so every reader lists files directly")
+        if self.get(DROP_PARTITION_COLUMNS):
+            raise InvalidOptionError("hoodie.datasource.write.drop.partition.columns=true is not supported")
+        if self.get(PARQUET_SMALL_FILE_LIMIT) >= self.get(PARQUET_MAX_FILE_SIZE):
+            raise InvalidOptionError(
+                f"{PARQUET_SMALL_FILE_LIMIT} ({self.get(PARQUET_SMALL_FILE_LIMIT)}) must be below "
+                f"{PARQUET_MAX_FILE_SIZE} ({self.get(PARQUET_MAX_FILE_SIZE)})"
+            )
+
+    @staticmethod
+    def _check(key: str, value: Any) -> None:
+        opt = _OPTIONS.get(key)
+        if opt is None:
+            close = difflib.get_close_matches(key, _OPTIONS, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise InvalidOptionError(f"unknown or unsupported option {key!r}{hint}")
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        try:
+            opt.parse(text)
+        except ValueError as e:
+            raise InvalidOptionError(f"invalid value {value!r} for {key}: {e}") from None
+
+    def get(self, key: str) -> Any:
+        opt = _OPTIONS[key]
+        text = self.raw.get(key, opt.default)
+        return None if text is None else opt.parse(text)
+
+    def is_set(self, key: str) -> bool:
+        return key in self.raw
+
+    def merged(self, overrides: Mapping[str, Any] | None) -> WriteConfig:
+        return WriteConfig({**self.raw, **(overrides or {})})

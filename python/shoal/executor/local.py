@@ -1,0 +1,23 @@
+"""The embedded executor: task functions on a thread pool (the Rust core and Arrow release the GIL)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+R = TypeVar("R")
+
+
+class LocalExecutor:
+    """Runs ``fn(spec, data)`` for each work item on up to ``max_workers`` threads, in order."""
+
+    def __init__(self, max_workers: int | None = None) -> None:
+        self.max_workers = max_workers or max(1, min(8, os.cpu_count() or 1))
+
+    def map(self, fn: Callable[..., R], items: Sequence[tuple[Any, ...]]) -> list[R]:
+        if len(items) <= 1 or self.max_workers == 1:
+            return [fn(*item) for item in items]
+        with ThreadPoolExecutor(max_workers=self.max_workers) as pool:
+            return list(pool.map(lambda item: fn(*item), items))

@@ -1,0 +1,1 @@
+"""Storage access, Hudi file naming, the file-system view, markers and partition metadata."""

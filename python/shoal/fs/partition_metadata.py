@@ -1,0 +1,21 @@
+"""The ``.hoodie_partition_metadata`` marker every partition directory needs (HUDI_FORMAT §1.4)."""
+
+from __future__ import annotations
+
+from shoal.config import javaprops
+from shoal.errors import CommitConflictError
+from shoal.fs.naming import PARTITION_METADATA_FILE
+from shoal.fs.storage import Storage
+
+
+def ensure_partition_metadata(storage: Storage, partition_path: str, instant: str) -> None:
+    """Writes the marker if absent; Java lists a directory as a partition only if it exists."""
+    rel = f"{partition_path}/{PARTITION_METADATA_FILE}" if partition_path else PARTITION_METADATA_FILE
+    if storage.exists(rel):
+        return
+    depth = len(partition_path.split("/")) if partition_path else 0
+    text = javaprops.dumps({"commitTime": instant, "partitionDepth": str(depth)}, comment="partition metadata")
+    try:
+        storage.create_exclusive(rel, text.encode("latin-1"))
+    except CommitConflictError:
+        pass  # another task of the same write created it first

@@ -1,0 +1,1 @@
+"""Indexes map incoming record keys to the file groups that hold them."""

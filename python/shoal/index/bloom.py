@@ -1,0 +1,72 @@
+"""The bloom index: prune by min/max key ranges, probe footer bloom filters (Rust), then confirm
+candidates by reading only the record-key column of candidate files."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from shoal.fs.storage import Storage
+from shoal.fs.view import FileSlice
+from shoal.index.footer import read_key_footer
+
+RECORD_KEY = "_hoodie_record_key"
+
+
+class BloomIndex:
+    """Tags record keys of one partition with the file group that holds them."""
+
+    def __init__(self, storage: Storage, prune_by_ranges: bool = True, workers: int = 4) -> None:
+        self.storage = storage
+        self.prune_by_ranges = prune_by_ranges
+        self.workers = workers
+
+    def tag_partition(self, keys: pa.Array, slices: Sequence[FileSlice]) -> pa.Array:
+        """For each key, the file id of the slice holding it, or null for a new record."""
+        candidates = [s for s in slices if s.base_file is not None]
+        if not candidates or len(keys) == 0:
+            return pa.nulls(len(keys), pa.string())
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            hits = pool.map(lambda s: (s, self._lookup(keys, s)), candidates)
+            file_ids = pa.nulls(len(keys), pa.string())
+            for sl, found in hits:
+                if found is None or len(found) == 0:
+                    continue
+                mask = _mask_from_indices(found, len(keys))
+                file_ids = pc.if_else(mask, pa.scalar(sl.file_id), file_ids)
+        return file_ids
+
+    def _lookup(self, keys: pa.Array, sl: FileSlice) -> pa.Array | None:
+        assert sl.base_file is not None
+        footer = read_key_footer(self.storage, sl.base_file.path)
+        idx: pa.Array | None = None
+        probe = keys
+        if self.prune_by_ranges and footer.min_key is not None and footer.max_key is not None:
+            in_range = pc.and_(pc.greater_equal(keys, footer.min_key), pc.less_equal(keys, footer.max_key))
+            idx = pc.indices_nonzero(in_range)
+            if len(idx) == 0:
+                return None
+            probe = keys.take(idx)
+        if footer.bloom is not None:
+            maybe = footer.bloom.might_contain_batch(probe)
+            sel = pc.indices_nonzero(maybe)
+            if len(sel) == 0:
+                return None
+            idx = sel if idx is None else idx.take(sel)
+            probe = probe.take(sel)
+        with self.storage.open_input_file(sl.base_file.path) as f:
+            file_keys = pq.read_table(f, columns=[RECORD_KEY]).column(RECORD_KEY)
+        present = pc.is_in(probe, value_set=file_keys.combine_chunks())
+        sel = pc.indices_nonzero(present)
+        return sel if idx is None else idx.take(sel)
+
+
+def _mask_from_indices(indices: pa.Array, n: int) -> pa.Array:
+    mask = np.zeros(n, dtype=bool)
+    mask[indices.to_numpy(zero_copy_only=False)] = True
+    return pa.array(mask)

@@ -1,0 +1,1 @@
+"""Read paths: snapshot, read-optimized, time travel (incremental and streaming come later)."""

@@ -1,0 +1,86 @@
+"""Snapshot and read-optimized reads: planned as one task per file slice (DESIGN §3.2)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from shoal.fs.storage import Storage
+from shoal.fs.view import FileSlice
+from shoal.read.filters import Filter, to_expression
+
+
+@dataclass(frozen=True)
+class SliceReadSpec:
+    """One file slice to read, as plain data."""
+
+    base_uri: str
+    partition_path: str
+    file_id: str
+    base_file_path: str | None
+    log_file_paths: tuple[str, ...] = ()
+    columns: tuple[str, ...] | None = None
+    filters: tuple[Filter, ...] = field(default_factory=tuple)
+
+
+def plan_slices(base_uri: str, slices: Sequence[FileSlice], columns: Sequence[str] | None,
+                filters: Sequence[Filter] | None) -> list[SliceReadSpec]:
+    return [
+        SliceReadSpec(
+            base_uri, s.partition_path, s.file_id,
+            s.base_file.path if s.base_file else None,
+            tuple(lf.path for lf in s.log_files),
+            tuple(columns) if columns is not None else None,
+            tuple(tuple(f) for f in filters or ()),  # type: ignore[misc]
+        )
+        for s in slices
+    ]
+
+
+def read_base_slice(spec: SliceReadSpec, storage: Storage | None = None) -> pa.Table:
+    """Reads the base file of a slice with projection and filters (COW snapshot, MOR read-optimized)."""
+    if spec.base_file_path is None:
+        return pa.table({})
+    storage = storage or Storage(spec.base_uri)
+    expr = to_expression(spec.filters)
+    with storage.open_input_file(spec.base_file_path) as f:
+        pf = pq.ParquetFile(f)
+        available = pf.schema_arrow.names
+        columns = None if spec.columns is None else [c for c in spec.columns if c in available]
+        table = pf.read(columns=_with_filter_columns(columns, spec.filters, available))
+    if expr is not None:
+        table = table.filter(expr)
+        if columns is not None:
+            table = table.select(columns)
+    return table
+
+
+def _with_filter_columns(columns: list[str] | None, filters: Sequence[Filter], available: list[str]) -> list[str] | None:
+    if columns is None:
+        return None
+    extra = [f[0] for f in filters if f[0] not in columns and f[0] in available]
+    return columns + extra
+
+
+def unify(tables: Sequence[pa.Table], columns: Sequence[str] | None) -> pa.Table:
+    """Concatenates slices whose schemas evolved (new columns are null in older files)."""
+    tables = [t for t in tables if t.num_columns]
+    if not tables:
+        return pa.table({})
+    out = pa.concat_tables(tables, promote_options="permissive")
+    if columns is not None:
+        out = out.select([c for c in columns if c in out.column_names])
+    return out
+
+
+def iter_batches(tables: Iterator[pa.Table], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Casts each slice to the unified schema and yields its batches."""
+    for t in tables:
+        for name in schema.names:
+            if name not in t.column_names:
+                t = t.append_column(name, pa.nulls(t.num_rows, schema.field(name).type))
+        t = t.select(schema.names).cast(schema)
+        yield from t.to_batches()

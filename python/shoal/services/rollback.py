@@ -1,0 +1,126 @@
+"""Rolling back failed or unwanted writes from their markers (HUDI_FORMAT §2.6, §8.3).
+
+A rollback deletes the data files the instant created (its markers name them), records a
+``.rollback`` instant with Hudi's Avro plan and metadata, then removes the rolled-back instant's
+timeline files (requested first, completed last).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+
+from shoal._native import avro_container_encode
+from shoal.config.table_config import TableConfig
+from shoal.errors import InvalidArgumentError
+from shoal.fs.markers import delete_markers, list_marked_files
+from shoal.fs.storage import Storage
+from shoal.schemas import load_schema
+from shoal.timeline.instant import Action, Instant, State
+from shoal.timeline.timeline import Timeline
+
+_ROLLBACKABLE = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
+
+
+def rollback_failed_writes(storage: Storage, config: TableConfig, timeline: Timeline) -> list[str]:
+    """Rolls back every pending commit, delta commit and replace commit (shoal assumes a single
+    writer: an instant left pending when a new write starts belongs to a writer that died).
+    Returns the rolled-back instant times."""
+    done = []
+    for inst in timeline.pending_data_instants():
+        rollback_instant(storage, config, timeline, inst)
+        timeline = timeline.reload()
+        done.append(inst.requested_time)
+    return done
+
+
+def rollback_instant(storage: Storage, config: TableConfig, timeline: Timeline, target: Instant) -> str:
+    """Rolls back one instant (pending, or the last completed one) and returns the rollback time."""
+    if target.action not in _ROLLBACKABLE:
+        raise InvalidArgumentError(f"cannot roll back a {target.action.value} instant")
+    started = time.monotonic()
+    rollback_time = timeline.new_instant_time()
+    marked = list_marked_files(storage, target.requested_time)
+    files_by_partition: dict[str, list[str]] = defaultdict(list)
+    for path, io_type in marked:
+        if io_type in ("CREATE", "MERGE"):
+            partition = path.rsplit("/", 1)[0] if "/" in path else ""
+            files_by_partition[partition].append(path)
+    if not marked:
+        # No markers (e.g. a crash before the first marker, or a completed write whose markers
+        # were cleaned): fall back to the files named by the commit metadata, then to a listing.
+        for path, partition in _files_of_instant(storage, timeline, target):
+            files_by_partition[partition].append(path)
+    plan = {
+        "instantToRollback": {"commitTime": target.requested_time, "action": target.action.value},
+        "RollbackRequests": [
+            {
+                "partitionPath": partition,
+                "fileId": None,
+                "latestBaseInstant": None,
+                "filesToBeDeleted": [storage.full_path(p) for p in paths],
+                "logBlocksToBeDeleted": None,
+            }
+            for partition, paths in sorted(files_by_partition.items())
+        ],
+        "version": 1,
+    }
+    requested = timeline.create_requested(
+        rollback_time, Action.ROLLBACK,
+        avro_container_encode(load_schema("HoodieRollbackPlan.v6.writer"), json.dumps([plan])),
+    )
+    inflight = timeline.transition_to_inflight(requested, b"")
+    partition_metadata = {}
+    total = 0
+    for partition, paths in sorted(files_by_partition.items()):
+        deleted, failed = [], []
+        for p in paths:
+            try:
+                storage.delete(p, missing_ok=False)
+                deleted.append(storage.full_path(p))
+            except FileNotFoundError:
+                # Never written (crash between marker and file): nothing to undo.
+                pass
+            except OSError:
+                failed.append(storage.full_path(p))
+        total += len(deleted)
+        partition_metadata[partition] = {
+            "partitionPath": partition,
+            "successDeleteFiles": deleted,
+            "failedDeleteFiles": failed,
+            "rollbackLogFiles": None,
+            "logFilesFromFailedCommit": None,
+        }
+    metadata = {
+        "startRollbackTime": rollback_time,
+        "timeTakenInMillis": int((time.monotonic() - started) * 1000),
+        "totalFilesDeleted": total,
+        "commitsRollback": [target.requested_time],
+        "partitionMetadata": partition_metadata,
+        "version": 1,
+        "instantsRollback": [{"commitTime": target.requested_time, "action": target.action.value}],
+    }
+    timeline.complete(
+        inflight,
+        avro_container_encode(load_schema("HoodieRollbackMetadata.v6.writer"), json.dumps([metadata])),
+    )
+    timeline.delete_instant_files(target.requested_time)
+    delete_markers(storage, target.requested_time)
+    return rollback_time
+
+
+def _files_of_instant(storage: Storage, timeline: Timeline, target: Instant) -> list[tuple[str, str]]:
+    if target.state == State.COMPLETED:
+        meta = timeline.commit_metadata(target)
+        return [(s.path, s.partitionPath or "") for s in meta.write_stats() if s.path]
+    from shoal.fs.naming import parse_base_file_name
+
+    out = []
+    for f in storage.list_files("", recursive=True):
+        if f.path.startswith(".hoodie/"):
+            continue
+        parsed = parse_base_file_name(f.name)
+        if parsed is not None and parsed.instant_time == target.requested_time:
+            out.append((f.path, f.path.rsplit("/", 1)[0] if "/" in f.path else ""))
+    return out

@@ -1,0 +1,330 @@
+"""The public ``Table``: create, open, write and read a Hudi table."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from shoal.config import table_config as tc
+from shoal.config import write_config as wc
+from shoal.config.table_config import TableConfig, TableType
+from shoal.config.write_config import WriteConfig
+from shoal.errors import InstantNotFoundError, InvalidArgumentError, InvalidOptionError, TableExistsError
+from shoal.executor.local import LocalExecutor
+from shoal.fs.storage import Storage
+from shoal.fs.view import FileSystemView
+from shoal.keygen import KeyGenerator, key_generator_from_properties
+from shoal.read.filters import Filter, prune_partitions
+from shoal.read.snapshot import iter_batches, plan_slices, read_base_slice, unify
+from shoal.timeline.instant import Instant
+from shoal.timeline.instant_time import format_instant
+from shoal.timeline.timeline import Timeline
+from shoal.write.schema import META_COLUMNS
+from shoal.write.writer import Operation, WriteResult, Writer
+
+# Options that define the table and are persisted in hoodie.properties at creation.
+_TABLE_DEFINING = {
+    wc.HIVE_STYLE: tc.HIVE_STYLE_PARTITIONING,
+    wc.URL_ENCODE: tc.URL_ENCODE_PARTITIONING,
+    wc.DATABASE_NAME: tc.DATABASE_NAME,
+}
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    """A completed instant as shown to users."""
+
+    time: str
+    action: str
+    state: str
+    completion_time: str | None = None
+
+
+class Table:
+    """A Hudi table at ``path`` (local path or URI understood by ``pyarrow.fs``).
+
+    Open an existing table with ``Table(path)``; create one with :meth:`Table.create`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], options: Mapping[str, Any] | None = None,
+                 executor: LocalExecutor | None = None) -> None:
+        self.path = os.fspath(path)
+        self.storage = Storage(self.path)
+        self.config = TableConfig.load(self.storage)
+        self.write_config = WriteConfig(options)
+        self.executor = executor or LocalExecutor()
+        self._keygen: KeyGenerator | None = None
+
+    # ---- creation --------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike[str],
+        name: str,
+        table_type: str = "COPY_ON_WRITE",
+        record_key: str | Sequence[str] = "id",
+        partition_by: str | Sequence[str] | None = None,
+        ordering_field: str | None = None,
+        key_generator: str | None = None,
+        merge_ordering: str | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> Table:
+        """Creates a new table (table version 6) and returns it opened.
+
+        ``record_key`` and ``partition_by`` take a field name or a list of them. ``merge_ordering``
+        is ``"EVENT_TIME_ORDERING"`` (the greatest ``ordering_field`` wins, the default when an
+        ordering field is set) or ``"COMMIT_TIME_ORDERING"`` (the latest write wins).
+        """
+        path = os.fspath(path)
+        storage = Storage(path)
+        if storage.exists(".hoodie/hoodie.properties"):
+            raise TableExistsError(f"a table already exists at {path}")
+        if not name or "." in name or "/" in name:
+            raise InvalidOptionError(f"invalid table name {name!r}")
+        write_config = WriteConfig(options)
+        table_type_enum = TableType.parse(table_type)
+        keys = [record_key] if isinstance(record_key, str) else list(record_key)
+        parts = [] if partition_by is None else [partition_by] if isinstance(partition_by, str) else list(partition_by)
+        if not keys or any(not k for k in keys):
+            raise InvalidOptionError("record_key must name at least one field")
+        ordering_mode = _merge_ordering(merge_ordering, ordering_field)
+        props: dict[str, str] = {
+            tc.TABLE_NAME: name,
+            tc.TABLE_TYPE: table_type_enum.value,
+            tc.TABLE_VERSION: "6",
+            tc.TIMELINE_LAYOUT_VERSION: "1",
+            tc.RECORDKEY_FIELDS: ",".join(keys),
+            tc.PARTITION_FIELDS: ",".join(parts),
+            tc.BASE_FILE_FORMAT: "PARQUET",
+            tc.ARCHIVELOG_FOLDER: tc.ARCHIVELOG_FOLDER_DEFAULT,
+            tc.HIVE_STYLE_PARTITIONING: "false",
+            tc.URL_ENCODE_PARTITIONING: "false",
+            tc.DROP_PARTITION_COLUMNS: "false",
+            tc.TIMELINE_TIMEZONE: "UTC",
+            tc.PAYLOAD_CLASS: (tc.DEFAULT_PAYLOAD if ordering_mode == tc.MergeOrdering.EVENT_TIME
+                               else tc.OVERWRITE_WITH_LATEST_PAYLOAD),
+            tc.MERGER_STRATEGY: tc.DEFAULT_MERGER_STRATEGY_UUID,
+        }
+        if ordering_field:
+            props[tc.PRECOMBINE_FIELD] = ordering_field
+        for option_key, prop_key in _TABLE_DEFINING.items():
+            if write_config.is_set(option_key):
+                props[prop_key] = write_config.raw[option_key]
+        for key, value in write_config.raw.items():
+            if key.startswith("hoodie.keygen.timebased."):
+                props[key] = value
+        keygen_props = dict(props)
+        if key_generator:
+            keygen_props[tc.KEYGENERATOR_CLASS if "." in key_generator else tc.KEYGENERATOR_TYPE] = key_generator
+        elif write_config.is_set(wc.KEYGENERATOR_CLASS):
+            keygen_props[tc.KEYGENERATOR_CLASS] = write_config.raw[wc.KEYGENERATOR_CLASS]
+        elif write_config.is_set(wc.KEYGENERATOR_TYPE):
+            keygen_props[tc.KEYGENERATOR_TYPE] = write_config.raw[wc.KEYGENERATOR_TYPE]
+        keygen = key_generator_from_properties(keygen_props)
+        props.update(keygen.table_properties())
+        props.pop(tc.KEYGENERATOR_TYPE, None)  # v6 records the class
+        for d in (".hoodie/.temp", ".hoodie/.aux/.bootstrap/.partitions", ".hoodie/.aux/.bootstrap/.fileids",
+                  ".hoodie/.schema", ".hoodie/archived"):
+            storage.makedirs(d)
+        TableConfig(props).save(storage)
+        return cls(path, options=options)
+
+    # ---- state -----------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.config.table_name
+
+    @property
+    def table_type(self) -> str:
+        return self.config.table_type.value
+
+    @property
+    def keygen(self) -> KeyGenerator:
+        if self._keygen is None:
+            self._keygen = key_generator_from_properties(self.config.as_dict())
+        return self._keygen
+
+    def _timeline(self) -> Timeline:
+        return Timeline.load(self.storage, self.config)
+
+    @property
+    def timeline(self) -> list[TimelineEntry]:
+        """Completed instants, oldest first."""
+        return [
+            TimelineEntry(i.requested_time, i.action.value, i.state.name, i.completion_time)
+            for i in self._timeline().completed()
+        ]
+
+    def instants(self) -> list[Instant]:
+        """Every instant on the active timeline, pending ones included."""
+        return list(self._timeline().instants)
+
+    def latest_instant(self) -> str | None:
+        last = self._timeline().last_completed_data_instant()
+        return last.requested_time if last else None
+
+    # ---- writes ----------------------------------------------------------------------------
+
+    def _writer(self, options: Mapping[str, Any] | None) -> Writer:
+        config = self.write_config.merged(options) if options else self.write_config
+        return Writer(self.storage, self.config, config, self.keygen, self.executor)
+
+    def upsert(self, data: Any, options: Mapping[str, Any] | None = None) -> str:
+        """Inserts new records and updates existing ones by record key; returns the instant time."""
+        return self._writer(options).write(data, Operation.UPSERT).instant
+
+    def insert(self, data: Any, options: Mapping[str, Any] | None = None) -> str:
+        """Inserts records without an index lookup (duplicates of existing keys are kept)."""
+        return self._writer(options).write(data, Operation.INSERT).instant
+
+    def bulk_insert(self, data: Any, options: Mapping[str, Any] | None = None) -> str:
+        """Writes records sorted by partition and key into new files of the target size."""
+        return self._writer(options).write(data, Operation.BULK_INSERT).instant
+
+    def delete(self, data: Any, options: Mapping[str, Any] | None = None) -> str:
+        """Deletes records by key: pass whole records or just their key (and partition) columns."""
+        return self._writer(options).write(data, Operation.DELETE).instant
+
+    def write(self, data: Any, operation: str = "upsert", options: Mapping[str, Any] | None = None) -> WriteResult:
+        """Runs ``operation`` and returns the full :class:`WriteResult` (commit metadata included)."""
+        try:
+            op = Operation(operation.upper())
+        except ValueError:
+            raise InvalidOptionError(f"unknown operation {operation!r}") from None
+        return self._writer(options).write(data, op)
+
+    def rollback(self, instant: str | None = None) -> str:
+        """Rolls back the last completed data commit (or the given one, which must be the last)."""
+        from shoal.services.rollback import rollback_instant
+
+        timeline = self._timeline()
+        last = timeline.last_completed_data_instant()
+        if last is None:
+            raise InstantNotFoundError("nothing to roll back")
+        if instant is not None and instant != last.requested_time:
+            target = timeline.get(instant)
+            if target is None:
+                raise InstantNotFoundError(f"no instant {instant}")
+            raise InvalidArgumentError(
+                f"only the latest commit ({last.requested_time}) can be rolled back; use restore for older ones"
+            )
+        return rollback_instant(self.storage, self.config, timeline, last)
+
+    # ---- reads -----------------------------------------------------------------------------
+
+    def file_slices(self, as_of: str | None = None) -> list[Any]:
+        """The latest file slice of every file group (as of an instant)."""
+        timeline = self._timeline()
+        return FileSystemView(self.storage, timeline, _resolve_as_of(timeline, as_of)).latest_file_slices()
+
+    def read(self, columns: Sequence[str] | None = None, filters: Sequence[Filter] | None = None,
+             as_of: str | _dt.datetime | None = None, query_type: str = "snapshot") -> pa.Table:
+        """Reads the table as a ``pyarrow.Table``.
+
+        ``filters`` are ``(column, op, value)`` tuples ANDed together (ops ``= != < <= > >= in
+        not in``); filters on partition fields prune partitions. ``as_of`` travels back to the
+        table as of that instant time (``yyyyMMddHHmmssSSS``) or datetime.
+        """
+        specs, schema = self._plan_read(columns, filters, as_of, query_type)
+        tables = self.executor.map(read_base_slice, [(s, self.storage) for s in specs])
+        out = unify(tables, columns)
+        if out.num_columns == 0 and schema is not None:
+            return schema.empty_table() if columns is None else schema.empty_table().select(
+                [c for c in columns if c in schema.names])
+        return out
+
+    def read_batches(self, columns: Sequence[str] | None = None, filters: Sequence[Filter] | None = None,
+                     as_of: str | _dt.datetime | None = None, query_type: str = "snapshot") -> pa.RecordBatchReader:
+        """Like :meth:`read`, but streams one file slice at a time: for tables larger than memory."""
+        specs, schema = self._plan_read(columns, filters, as_of, query_type)
+        footer_schemas = []
+        for s in specs:
+            if s.base_file_path:
+                with self.storage.open_input_file(s.base_file_path) as f:
+                    footer_schemas.append(pq.read_schema(f))
+        if footer_schemas:
+            unified = pa.unify_schemas(footer_schemas, promote_options="permissive")
+        else:
+            unified = schema or pa.schema([])
+        if columns is not None:
+            unified = pa.schema([unified.field(c) for c in columns if c in unified.names])
+        unified = unified.remove_metadata()
+        tables = (read_base_slice(s, self.storage) for s in specs)
+        return pa.RecordBatchReader.from_batches(unified, iter_batches(tables, unified))
+
+    def _plan_read(self, columns: Sequence[str] | None, filters: Sequence[Filter] | None,
+                   as_of: str | _dt.datetime | None, query_type: str) -> tuple[list[Any], pa.Schema | None]:
+        qt = query_type.lower().replace("-", "_")
+        if qt not in ("snapshot", "read_optimized"):
+            raise InvalidArgumentError(f"unknown query type {query_type!r}")
+        timeline = self._timeline()
+        instant = _resolve_as_of(timeline, as_of)
+        view = FileSystemView(self.storage, timeline, instant)
+        schema = self._schema(timeline)
+        partitions = prune_partitions(view.partition_paths, filters, self.config.partition_fields,
+                                      self.config.hive_style_partitioning, schema)
+        slices = [s for p in partitions for s in view.latest_file_slices(p)]
+        if self.config.table_type == TableType.MERGE_ON_READ and qt == "snapshot" and any(s.log_files for s in slices):
+            from shoal.errors import UnsupportedError
+
+            raise UnsupportedError("snapshot reads of MERGE_ON_READ slices with log files are not implemented yet")
+        return plan_slices(self.storage.base_uri, slices, columns, filters), schema
+
+    def _schema(self, timeline: Timeline) -> pa.Schema | None:
+        avro = timeline.latest_schema() or self.config.create_schema
+        if not avro:
+            return None
+        from shoal._native import avro_to_arrow_schema
+
+        data = avro_to_arrow_schema(avro)
+        meta = [pa.field(n, pa.string()) for n in META_COLUMNS]
+        return pa.schema(meta + [f for f in data if f.name not in META_COLUMNS])
+
+    def schema(self) -> pa.Schema | None:
+        """The Arrow schema of the table (meta columns first), or None before the first write."""
+        return self._schema(self._timeline())
+
+    def __repr__(self) -> str:
+        return f"Table({self.path!r}, name={self.name!r}, type={self.table_type})"
+
+
+def _merge_ordering(value: str | None, ordering_field: str | None) -> tc.MergeOrdering:
+    if value is None:
+        return tc.MergeOrdering.EVENT_TIME if ordering_field else tc.MergeOrdering.COMMIT_TIME
+    try:
+        mode = tc.MergeOrdering(value.upper())
+    except ValueError:
+        raise InvalidOptionError(f"unknown merge ordering {value!r}") from None
+    if mode == tc.MergeOrdering.EVENT_TIME and not ordering_field:
+        raise InvalidOptionError("EVENT_TIME_ORDERING needs an ordering_field")
+    return mode
+
+
+def _resolve_as_of(timeline: Timeline, as_of: str | _dt.datetime | None) -> str | None:
+    if as_of is None:
+        return None
+    if isinstance(as_of, _dt.datetime):
+        moment = as_of if as_of.tzinfo else as_of.replace(tzinfo=_dt.timezone.utc)
+        return format_instant(moment.astimezone(_dt.timezone.utc))
+    text = str(as_of).strip()
+    digits = text.replace("-", "").replace(":", "").replace(" ", "").replace("T", "").replace(".", "")
+    if not digits.isdigit() or len(digits) not in (14, 17):
+        raise InvalidArgumentError(f"as_of must be an instant time like 20250101120000000, got {as_of!r}")
+    if len(digits) == 14:
+        digits += "999"
+    first = timeline.first_instant_time()
+    if first is not None and digits < first and timeline.last_completed_data_instant() is not None:
+        completed = timeline.completed_data_instants()
+        if digits < completed[0].requested_time:
+            raise InstantNotFoundError(
+                f"as_of {as_of} is before the earliest instant on the timeline ({completed[0].requested_time})"
+            )
+    return digits

@@ -1,0 +1,1 @@
+"""Task functions: ``(plain-data spec, Arrow records) -> result``, run by any executor."""

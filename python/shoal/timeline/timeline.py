@@ -1,0 +1,192 @@
+"""The active timeline: reading instants of table versions 6 and 8, and moving shoal's own
+instants through requested -> inflight -> completed (written in the version 6 layout)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from functools import cached_property
+
+from shoal.config.table_config import TableConfig
+from shoal.errors import CommitConflictError, CorruptTableError, InstantNotFoundError
+from shoal.fs.storage import Storage
+from shoal.timeline.commit_metadata import CommitMetadata
+from shoal.timeline.instant import Action, Instant, State, parse_instant_file_name
+from shoal.timeline.instant_time import new_instant_time
+
+# Actions whose completed instants change the data of the table.
+DATA_ACTIONS = frozenset({
+    Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.COMPACTION,
+    Action.LOG_COMPACTION, Action.CLUSTERING,
+})
+
+
+class Timeline:
+    """A snapshot of ``.hoodie/`` (v6) or ``.hoodie/timeline/`` (v8) instants.
+
+    ``instants`` holds the effective state of every instant: one entry per (time, action),
+    at its furthest state; a completed compaction is reported with action ``compaction``.
+    """
+
+    def __init__(self, storage: Storage, config: TableConfig, files: Iterable[str]) -> None:
+        self.storage = storage
+        self.config = config
+        self.layout_version = config.timeline_layout_version
+        self.dir = config.timeline_dir
+        self._metadata_cache: dict[str, CommitMetadata] = {}
+        self.instants = _effective_instants(parse_instant_file_name(n) for n in files)
+
+    @classmethod
+    def load(cls, storage: Storage, config: TableConfig) -> Timeline:
+        names = [f.name for f in storage.list_files(config.timeline_dir)]
+        return cls(storage, config, names)
+
+    def reload(self) -> Timeline:
+        return Timeline.load(self.storage, self.config)
+
+    # ---- queries -------------------------------------------------------------------------
+
+    def completed(self) -> list[Instant]:
+        return [i for i in self.instants if i.is_completed]
+
+    def pending(self) -> list[Instant]:
+        return [i for i in self.instants if not i.is_completed]
+
+    def completed_data_instants(self) -> list[Instant]:
+        """Completed commits, delta commits, replace commits and compactions, in time order."""
+        return [i for i in self.instants if i.is_completed and i.action in DATA_ACTIONS]
+
+    def pending_compactions(self) -> list[Instant]:
+        return [i for i in self.instants if i.action == Action.COMPACTION and not i.is_completed]
+
+    def pending_data_instants(self) -> list[Instant]:
+        return [
+            i for i in self.instants
+            if not i.is_completed and i.action in (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
+        ]
+
+    def last_completed_data_instant(self) -> Instant | None:
+        done = self.completed_data_instants()
+        return done[-1] if done else None
+
+    def last_instant_time(self) -> str | None:
+        return self.instants[-1].requested_time if self.instants else None
+
+    @cached_property
+    def _by_time(self) -> dict[str, Instant]:
+        return {i.requested_time: i for i in self.instants}
+
+    def get(self, instant_time: str) -> Instant | None:
+        return self._by_time.get(instant_time)
+
+    def first_instant_time(self) -> str | None:
+        return self.instants[0].requested_time if self.instants else None
+
+    def is_completed_or_before_start(self, instant_time: str) -> bool:
+        """True if the instant completed, or predates the active timeline (so it was archived)."""
+        inst = self._by_time.get(instant_time)
+        if inst is not None:
+            return inst.is_completed
+        first = self.first_instant_time()
+        return first is None or instant_time < first
+
+    # ---- instant contents ----------------------------------------------------------------
+
+    def path_of(self, instant: Instant) -> str:
+        return f"{self.dir}/{instant.file_name(self.layout_version)}"
+
+    def read_instant(self, instant: Instant) -> bytes:
+        return self.storage.read_bytes(self.path_of(instant))
+
+    def commit_metadata(self, instant: Instant | str) -> CommitMetadata:
+        """The completed metadata of a data instant (cached: completed files never change)."""
+        inst = self._by_time.get(instant) if isinstance(instant, str) else instant
+        if inst is None or not inst.is_completed:
+            raise InstantNotFoundError(f"no completed instant {instant}")
+        key = inst.requested_time
+        if key not in self._metadata_cache:
+            data = self.read_instant(inst)
+            self._metadata_cache[key] = CommitMetadata.from_bytes(data, what=self.path_of(inst))
+        return self._metadata_cache[key]
+
+    def compaction_plan(self, instant_time: str) -> list[dict]:
+        """The operations of a compaction plan (``HoodieCompactionPlan.operations``)."""
+        inst = Instant(instant_time, Action.COMPACTION, State.REQUESTED)
+        data = self.storage.read_bytes(self.path_of(inst))
+        if not data:
+            return []
+        from shoal._native import avro_container_decode
+
+        try:
+            records = json.loads(avro_container_decode(data))
+        except ValueError as e:
+            raise CorruptTableError(f"cannot decode compaction plan {instant_time}: {e}") from e
+        return list((records[0] if records else {}).get("operations") or [])
+
+    def latest_schema(self) -> str | None:
+        """The Avro schema of the latest completed data instant that recorded one."""
+        for inst in reversed(self.completed_data_instants()):
+            schema = self.commit_metadata(inst).schema
+            if schema:
+                return schema
+        return None
+
+    # ---- writing (layout 1) --------------------------------------------------------------
+
+    def new_instant_time(self) -> str:
+        """A time strictly greater than every instant on the timeline."""
+        return new_instant_time(after=self.last_instant_time())
+
+    def create_requested(self, instant_time: str, action: Action, content: bytes = b"") -> Instant:
+        """Publishes ``<t>.<action>.requested``; fails if an instant at ``t`` exists already."""
+        existing = self.get(instant_time)
+        if existing is not None:
+            raise CommitConflictError(f"instant {instant_time} already exists: {existing}")
+        inst = Instant(instant_time, action, State.REQUESTED)
+        self.storage.create_exclusive(self.path_of(inst), content)
+        return inst
+
+    def transition_to_inflight(self, instant: Instant, content: bytes = b"") -> Instant:
+        inflight = instant.with_state(State.INFLIGHT)
+        self.storage.create_exclusive(self.path_of(inflight), content)
+        return inflight
+
+    def complete(self, instant: Instant, content: bytes) -> Instant:
+        """Publishes the completed file atomically: the commit point of the instant."""
+        done = instant.with_state(State.COMPLETED)
+        self.storage.create_exclusive(self.path_of(done), content)
+        return done
+
+    def delete_instant_files(self, instant_time: str) -> None:
+        """Removes every state file of an instant (rollback of a failed write), completed last."""
+        files = [f.name for f in self.storage.list_files(self.dir)]
+        states = [(n, parse_instant_file_name(n)) for n in files]
+        mine = [(n, i) for n, i in states if i is not None and i.requested_time == instant_time]
+        # Requested, then inflight, then completed, as Java does: a crash midway leaves a state
+        # that the next rollback or archival pass recognises and finishes.
+        for name, _ in sorted(mine, key=lambda p: int(p[1].state) if p[1] else 0):
+            self.storage.delete(f"{self.dir}/{name}", missing_ok=True)
+
+
+def _effective_instants(parsed: Iterable[Instant | None]) -> list[Instant]:
+    best: dict[str, Instant] = {}
+    for inst in parsed:
+        if inst is None:
+            continue
+        cur = best.get(inst.requested_time)
+        if cur is None:
+            best[inst.requested_time] = inst
+            continue
+        merged_action = cur.action
+        # A compaction completes as a commit: keep calling it a compaction.
+        if Action.COMPACTION in (cur.action, inst.action):
+            merged_action = Action.COMPACTION
+        elif Action.LOG_COMPACTION in (cur.action, inst.action):
+            merged_action = Action.LOG_COMPACTION
+        elif Action.CLUSTERING in (cur.action, inst.action):
+            merged_action = Action.CLUSTERING
+        winner = inst if inst.state > cur.state else cur
+        best[inst.requested_time] = Instant(
+            winner.requested_time, merged_action, winner.state, winner.completion_time
+        )
+    return sorted(best.values(), key=Instant.sort_key)

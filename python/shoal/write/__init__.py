@@ -1,0 +1,1 @@
+"""The write path: preparing records, tagging, bucket assignment, file handles and commits."""

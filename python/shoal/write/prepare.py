@@ -1,0 +1,107 @@
+"""Key generation, validation and precombine dedup: what happens to a batch before tagging."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from shoal.errors import InvalidRecordKeyError, SchemaMismatchError
+from shoal.keygen import KeyGenerator
+from shoal.write.schema import IS_DELETED_COLUMN
+
+RECORD_KEY = "_hoodie_record_key"
+PARTITION_PATH = "_hoodie_partition_path"
+
+
+@dataclass
+class PreparedBatch:
+    """Records ready for tagging: ``data`` carries the user columns plus the record key and
+    partition path columns; ``is_delete`` marks rows that delete their key."""
+
+    data: pa.Table
+    is_delete: pa.ChunkedArray | None = None
+
+    @property
+    def keys(self) -> pa.ChunkedArray:
+        return self.data.column(RECORD_KEY)
+
+    @property
+    def partitions(self) -> pa.ChunkedArray:
+        return self.data.column(PARTITION_PATH)
+
+    @property
+    def num_rows(self) -> int:
+        return self.data.num_rows
+
+    def upserts(self) -> pa.Table:
+        if self.is_delete is None:
+            return self.data
+        return self.data.filter(pc.invert(self.is_delete))
+
+    def deletes(self) -> pa.Table:
+        if self.is_delete is None:
+            return self.data.slice(0, 0)
+        return self.data.filter(self.is_delete)
+
+
+def add_keys(data: pa.Table, keygen: KeyGenerator) -> pa.Table:
+    """Appends ``_hoodie_record_key`` and ``_hoodie_partition_path`` computed by the key generator."""
+    keys = keygen.record_keys(data)
+    partitions = keygen.partition_paths(data)
+    data = data.append_column(RECORD_KEY, _as_chunked(keys))
+    return data.append_column(PARTITION_PATH, _as_chunked(partitions))
+
+
+def _as_chunked(arr: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
+    return arr if isinstance(arr, pa.ChunkedArray) else pa.chunked_array([arr])
+
+
+def check_ordering_field(data: pa.Table, ordering_field: str | None) -> None:
+    if ordering_field and ordering_field not in data.column_names:
+        raise SchemaMismatchError(f"ordering (precombine) field {ordering_field!r} is missing from the data")
+
+
+def deleted_mask(data: pa.Table) -> pa.ChunkedArray | None:
+    """The ``_hoodie_is_deleted`` column as a non-null boolean mask, or None when absent."""
+    if IS_DELETED_COLUMN not in data.column_names:
+        return None
+    col = data.column(IS_DELETED_COLUMN)
+    if not pa.types.is_boolean(col.type):
+        raise SchemaMismatchError(f"{IS_DELETED_COLUMN} must be boolean, got {col.type}")
+    return pc.fill_null(col, False)
+
+
+def dedup_by_key(data: pa.Table, ordering_field: str | None) -> pa.Table:
+    """Keeps one record per (partition path, record key): the greatest ordering value, ties to
+    the record that came later in the batch (Hudi's preCombine)."""
+    if data.num_rows <= 1:
+        return data
+    keys = data.column(RECORD_KEY)
+    partitions = data.column(PARTITION_PATH)
+    if pc.count_distinct(keys).as_py() == data.num_rows:
+        return data
+    if len(pc.unique(partitions)) > 1:
+        group = pc.binary_join_element_wise(partitions, keys, "\x00")
+    else:
+        group = keys
+    sort_keys = [("__group", "ascending")]
+    work = data.append_column("__group", group)
+    if ordering_field:
+        sort_keys.append((ordering_field, "ascending"))
+    # Arrow's sort is stable, so within equal ordering values the later input row ends up last.
+    indices = pc.sort_indices(work, sort_keys=sort_keys, null_placement="at_start")
+    ordered = work.take(indices)
+    g = ordered.column("__group").combine_chunks()
+    n = len(g)
+    is_last = pc.not_equal(g.slice(0, n - 1), g.slice(1))
+    mask = pa.concat_arrays([is_last, pa.array([True])])
+    return ordered.filter(mask).drop_columns(["__group"])
+
+
+def validate_keys(keys: pa.ChunkedArray) -> None:
+    if keys.null_count:
+        raise InvalidRecordKeyError("record key is null")
+    if pc.any(pc.equal(pc.utf8_length(keys), 0)).as_py():
+        raise InvalidRecordKeyError("record key is empty")

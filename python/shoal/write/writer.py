@@ -1,0 +1,308 @@
+"""Planning and committing a write (DESIGN §3.1): the driver side of every write operation."""
+
+from __future__ import annotations
+
+import enum
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from shoal.config.table_config import MergeOrdering, TableConfig
+from shoal.config.write_config import (
+    ALLOW_DUPLICATE_ON_INSERTS,
+    BLOOM_DYNAMIC_MAX_ENTRIES,
+    BLOOM_FILTER_TYPE,
+    BLOOM_FPP,
+    BLOOM_NUM_ENTRIES,
+    BLOOM_PRUNE_BY_RANGES,
+    COMBINE_BEFORE_DELETE,
+    COMBINE_BEFORE_INSERT,
+    COMBINE_BEFORE_UPSERT,
+    PARQUET_BLOCK_SIZE,
+    PARQUET_COMPRESSION,
+    PARQUET_MAX_FILE_SIZE,
+    PARQUET_PAGE_SIZE,
+    PARQUET_SMALL_FILE_LIMIT,
+    RECORD_SIZE_ESTIMATE,
+    RECORD_SIZE_THRESHOLD,
+    SCHEMA_ON_WRITE_ADD_COLUMNS,
+    WriteConfig,
+)
+from shoal.errors import UnsupportedError
+from shoal.executor.local import LocalExecutor
+from shoal.fs.markers import delete_markers
+from shoal.fs.partition_metadata import ensure_partition_metadata
+from shoal.fs.storage import Storage
+from shoal.fs.view import FileSlice, FileSystemView
+from shoal.index.bloom import BloomIndex
+from shoal.keygen import KeyGenerator
+from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_SOFT_DELETE, OP_UPSERT, CowWriteSpec, run_cow_write
+from shoal.timeline.commit_metadata import NULL_COMMIT, CommitMetadata, WriteStat
+from shoal.timeline.instant import Action
+from shoal.timeline.timeline import Timeline
+from shoal.write.assigner import Assignment, BucketAssigner
+from shoal.write.base_file import BaseFileOptions, avro_schema_for
+from shoal.write.input import to_arrow_table
+from shoal.write.prepare import (
+    PARTITION_PATH,
+    RECORD_KEY,
+    add_keys,
+    check_ordering_field,
+    dedup_by_key,
+    deleted_mask,
+    validate_keys,
+)
+from shoal.write.schema import META_COLUMNS, normalize_types, reconcile, strip_meta_columns
+from shoal.write.sizing import average_record_size_from_commits, estimate_record_size
+
+
+class Operation(str, enum.Enum):
+    """Write operations, named as Hudi's ``WriteOperationType``."""
+
+    UPSERT = "UPSERT"
+    INSERT = "INSERT"
+    BULK_INSERT = "BULK_INSERT"
+    DELETE = "DELETE"
+
+
+@dataclass
+class WriteResult:
+    """What a committed write did."""
+
+    instant: str
+    operation: Operation
+    metadata: CommitMetadata
+
+    @property
+    def num_writes(self) -> int:
+        return self.metadata.total_records_written()
+
+
+class Writer:
+    """Plans one write against the current table state, runs it, and commits it."""
+
+    def __init__(self, storage: Storage, config: TableConfig, write_config: WriteConfig,
+                 keygen: KeyGenerator, executor: LocalExecutor | None = None) -> None:
+        self.storage = storage
+        self.config = config
+        self.wc = write_config
+        self.keygen = keygen
+        self.executor = executor or LocalExecutor()
+
+    # ---- public entry --------------------------------------------------------------------
+
+    def write(self, data: Any, operation: Operation) -> WriteResult:
+        timeline = Timeline.load(self.storage, self.config)
+        records = self._prepare(data, operation, timeline)
+        from shoal.services.rollback import rollback_failed_writes
+
+        # Failed writes must go before planning: hudi-rs would otherwise read their files.
+        if rollback_failed_writes(self.storage, self.config, timeline):
+            timeline = timeline.reload()
+        view = FileSystemView(self.storage, timeline)
+        if operation == Operation.BULK_INSERT:
+            assignment, routed = self._plan_bulk_insert(records, timeline)
+        else:
+            assignment, routed = self._plan(records, operation, view, timeline)
+        return self._execute(records, operation, assignment, routed, timeline)
+
+    # ---- preparation (nothing on the timeline changes here) -------------------------------
+
+    def _prepare(self, data: Any, operation: Operation, timeline: Timeline) -> pa.Table:
+        incoming = normalize_types(strip_meta_columns(to_arrow_table(data)))
+        ordering = self.config.precombine_field
+        if operation == Operation.DELETE:
+            keyed = add_keys(incoming, self.keygen)
+            validate_keys(keyed.column(RECORD_KEY))
+            keep = [RECORD_KEY, PARTITION_PATH] + ([ordering] if ordering and ordering in keyed.column_names else [])
+            keyed = keyed.select(keep)
+            if self.wc.get(COMBINE_BEFORE_DELETE):
+                keyed = dedup_by_key(keyed, None)
+            return keyed.append_column(OP_COLUMN, pa.repeat(pa.scalar(OP_HARD_DELETE, pa.int8()), keyed.num_rows))
+        table_schema = self._table_schema(timeline)
+        incoming = reconcile(incoming, table_schema, fill_missing=self.wc.get(SCHEMA_ON_WRITE_ADD_COLUMNS))
+        check_ordering_field(incoming, ordering)
+        keyed = add_keys(incoming, self.keygen)
+        validate_keys(keyed.column(RECORD_KEY))
+        combine = {
+            Operation.UPSERT: COMBINE_BEFORE_UPSERT,
+            Operation.INSERT: COMBINE_BEFORE_INSERT,
+            Operation.BULK_INSERT: COMBINE_BEFORE_INSERT,
+        }[operation]
+        if self.wc.get(combine):
+            keyed = dedup_by_key(keyed, ordering)
+        deleted = deleted_mask(keyed)
+        if deleted is None:
+            ops = pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), keyed.num_rows)
+        else:
+            ops = pc.if_else(deleted, pa.scalar(OP_SOFT_DELETE, pa.int8()), pa.scalar(OP_UPSERT, pa.int8()))
+            if operation != Operation.UPSERT:
+                keyed = keyed.filter(pc.invert(deleted))
+                ops = pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), keyed.num_rows)
+        return keyed.append_column(OP_COLUMN, ops)
+
+    def _table_schema(self, timeline: Timeline) -> pa.Schema | None:
+        avro = timeline.latest_schema()
+        if not avro:
+            return None
+        from shoal._native import avro_to_arrow_schema
+
+        schema = avro_to_arrow_schema(avro)
+        return pa.schema([f for f in schema if f.name not in META_COLUMNS])
+
+    # ---- planning --------------------------------------------------------------------------
+
+    def _average_record_size(self, timeline: Timeline, records: pa.Table) -> int:
+        from_commits = average_record_size_from_commits(
+            timeline, self.wc.get(PARQUET_SMALL_FILE_LIMIT), self.wc.get(RECORD_SIZE_THRESHOLD)
+        )
+        if from_commits is not None:
+            return from_commits
+        if records.num_rows:
+            data_cols = [c for c in records.column_names if c != OP_COLUMN]
+            return estimate_record_size(records.select(data_cols), self.wc.get(PARQUET_COMPRESSION))
+        return int(self.wc.get(RECORD_SIZE_ESTIMATE))
+
+    def _assigner(self, timeline: Timeline, records: pa.Table) -> BucketAssigner:
+        return BucketAssigner(
+            self.wc.get(PARQUET_MAX_FILE_SIZE),
+            self.wc.get(PARQUET_SMALL_FILE_LIMIT),
+            self._average_record_size(timeline, records),
+        )
+
+    def _plan(self, records: pa.Table, operation: Operation, view: FileSystemView,
+              timeline: Timeline) -> tuple[Assignment, list[tuple[int, pa.Array]]]:
+        """Tags records, builds buckets; returns the assignment and, per bucket, row indices."""
+        assigner = self._assigner(timeline, records)
+        assignment = Assignment()
+        routed: list[tuple[int, pa.Array]] = []
+        partitions = records.column(PARTITION_PATH)
+        index = BloomIndex(self.storage, prune_by_ranges=self.wc.get(BLOOM_PRUNE_BY_RANGES))
+        ops = records.column(OP_COLUMN)
+        for partition in sorted(pc.unique(partitions).to_pylist()):
+            rows = pc.indices_nonzero(pc.equal(partitions, partition))
+            slices = view.latest_file_slices(partition)
+            keys = records.column(RECORD_KEY).take(rows).combine_chunks()
+            if operation == Operation.INSERT and self.wc.get(ALLOW_DUPLICATE_ON_INSERTS):
+                tagged = pa.nulls(len(rows), pa.string())
+            else:
+                tagged = index.tag_partition(keys, slices)
+            found = pc.is_valid(tagged)
+            row_ops = ops.take(rows)
+            is_upsert = pc.equal(row_ops, OP_UPSERT)
+            # Deletes of keys the table does not hold have nothing to do.
+            new_rows = pc.indices_nonzero(pc.and_(pc.invert(found), is_upsert))
+            updates_by_file: dict[str, list[int]] = defaultdict(list)
+            upd_idx = pc.indices_nonzero(found)
+            upd_files = tagged.take(upd_idx).to_pylist()
+            for i, fid in zip(upd_idx.to_pylist(), upd_files):
+                updates_by_file[fid].append(i)
+            first_bucket = len(assignment.buckets)
+            assigner.assign(
+                assignment, partition, len(new_rows),
+                {fid: len(ix) for fid, ix in updates_by_file.items()}, slices, allow_logs=True,
+            )
+            bucket_rows: dict[int, list[pa.Array]] = defaultdict(list)
+            by_file = {assignment.buckets[i].file_id: i for i in range(first_bucket, len(assignment.buckets))}
+            for fid, ix in updates_by_file.items():
+                bucket_rows[by_file[fid]].append(rows.take(pa.array(ix, pa.int64())))
+            offset = 0
+            for bucket_idx, count in assignment.insert_plan.get(partition, []):
+                bucket_rows[bucket_idx].append(rows.take(new_rows.slice(offset, count)))
+                offset += count
+            for bucket_idx in range(first_bucket, len(assignment.buckets)):
+                parts = bucket_rows.get(bucket_idx)
+                if parts:
+                    routed.append((bucket_idx, pa.concat_arrays(parts)))
+        return assignment, routed
+
+    def _plan_bulk_insert(self, records: pa.Table, timeline: Timeline) -> tuple[Assignment, list[tuple[int, pa.Array]]]:
+        """Sorted by partition and key, cut into files of ``max file size`` each; no index lookup."""
+        order = pc.sort_indices(records, sort_keys=[(PARTITION_PATH, "ascending"), (RECORD_KEY, "ascending")])
+        assigner = self._assigner(timeline, records)
+        per_file = assigner.records_per_new_file()
+        partitions = records.column(PARTITION_PATH).take(order)
+        assignment = Assignment()
+        routed: list[tuple[int, pa.Array]] = []
+        # Run-length boundaries of the (sorted) partition column.
+        values = pc.run_end_encode(partitions.combine_chunks())
+        start = 0
+        for value, end in zip(values.values.to_pylist(), values.run_ends.to_pylist()):
+            for lo in range(start, end, per_file):
+                hi = min(end, lo + per_file)
+                assigner.assign(assignment, value, hi - lo, {}, [], allow_logs=True, use_small_files=False)
+                routed.append((len(assignment.buckets) - 1, order.slice(lo, hi - lo)))
+            start = end
+        return assignment, routed
+
+    # ---- execution and commit --------------------------------------------------------------
+
+    def _base_file_options(self) -> BaseFileOptions:
+        return BaseFileOptions(
+            table_name=self.config.table_name,
+            compression=self.wc.get(PARQUET_COMPRESSION),
+            bloom_type=self.wc.get(BLOOM_FILTER_TYPE),
+            bloom_num_entries=self.wc.get(BLOOM_NUM_ENTRIES),
+            bloom_fpp=self.wc.get(BLOOM_FPP),
+            bloom_max_entries=self.wc.get(BLOOM_DYNAMIC_MAX_ENTRIES),
+            row_group_bytes=self.wc.get(PARQUET_BLOCK_SIZE),
+            page_size=self.wc.get(PARQUET_PAGE_SIZE),
+        )
+
+    def _execute(self, records: pa.Table, operation: Operation, assignment: Assignment,
+                 routed: list[tuple[int, pa.Array]], timeline: Timeline) -> WriteResult:
+        if self.config.table_type.value != "COPY_ON_WRITE":
+            raise UnsupportedError("writes to MERGE_ON_READ tables are not implemented yet")
+        instant_time = timeline.new_instant_time()
+        action = Action.COMMIT
+        requested = timeline.create_requested(instant_time, action)
+        inflight = timeline.transition_to_inflight(requested, self._workload_profile(assignment, operation).to_json())
+        event_time = self.config.merge_ordering == MergeOrdering.EVENT_TIME
+        opts = self._base_file_options()
+        ordering = self.config.precombine_field
+        items = []
+        for task_id, (bucket_idx, rows) in enumerate(routed):
+            bucket = assignment.buckets[bucket_idx]
+            existing: FileSlice | None = bucket.existing
+            old_base = existing.base_file.path if existing is not None and existing.base_file else None
+            spec = CowWriteSpec(
+                base_uri=self.storage.base_uri, instant=instant_time, partition_path=bucket.partition_path,
+                file_id=bucket.file_id, task_id=task_id, old_base_path=old_base,
+                prev_commit=existing.base_instant if existing is not None else NULL_COMMIT,
+                ordering_field=ordering, event_time_ordering=event_time, options=opts,
+            )
+            items.append((spec, records.take(rows), self.storage))
+        for partition in {assignment.buckets[b].partition_path for b, _ in routed}:
+            ensure_partition_metadata(self.storage, partition, instant_time)
+        stats: list[WriteStat] = self.executor.map(run_cow_write, items)
+        metadata = CommitMetadata(operation_type=operation.value)
+        for stat in stats:
+            metadata.add_stat(stat)
+        schema_source = [c for c in records.column_names if c not in (RECORD_KEY, PARTITION_PATH, OP_COLUMN)]
+        if operation != Operation.DELETE:
+            metadata.extra_metadata["schema"] = avro_schema_for(
+                records.select(schema_source).schema, self.config.table_name
+            )
+        else:
+            schema = timeline.latest_schema()
+            if schema:
+                metadata.extra_metadata["schema"] = schema
+        timeline.complete(inflight, metadata.to_json())
+        delete_markers(self.storage, instant_time)
+        return WriteResult(instant_time, operation, metadata)
+
+    def _workload_profile(self, assignment: Assignment, operation: Operation) -> CommitMetadata:
+        """The inflight file's content: inserts/updates per partition, as Hudi writes it."""
+        profile = CommitMetadata(operation_type=operation.value)
+        per_partition: dict[str, WriteStat] = {}
+        for b in assignment.buckets:
+            stat = per_partition.setdefault(b.partition_path, WriteStat(fileId="", path=None))
+            stat.numInserts += b.inserts
+            stat.numUpdateWrites += b.updates
+        for partition, stat in per_partition.items():
+            profile.partition_to_write_stats[partition] = [stat]
+        return profile
+
