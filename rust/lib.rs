@@ -4,6 +4,7 @@
 //! compiled with the `python` feature so that `cargo test` and `cargo bench` need no Python.
 
 pub mod error;
+pub mod logformat;
 
 #[cfg(feature = "python")]
 mod bindings;
