@@ -9,3 +9,6 @@ pub mod binary;
 pub mod decode;
 pub mod encode;
 pub mod schema;
+
+#[cfg(test)]
+mod tests;
