@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from shoal import _native
 from shoal.config import table_config as tc
 from shoal.config import write_config as wc
 from shoal.config.table_config import TableConfig, TableType
@@ -26,7 +27,7 @@ from shoal.timeline.instant import Instant
 from shoal.timeline.instant_time import format_instant
 from shoal.timeline.timeline import Timeline
 from shoal.write.schema import META_COLUMNS
-from shoal.write.writer import Operation, WriteResult, Writer
+from shoal.write.writer import Operation, Writer, WriteResult
 
 # Options that define the table and are persisted in hoodie.properties at creation.
 _TABLE_DEFINING = {
@@ -52,8 +53,12 @@ class Table:
     Open an existing table with ``Table(path)``; create one with :meth:`Table.create`.
     """
 
-    def __init__(self, path: str | os.PathLike[str], options: Mapping[str, Any] | None = None,
-                 executor: LocalExecutor | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        options: Mapping[str, Any] | None = None,
+        executor: LocalExecutor | None = None,
+    ) -> None:
         self.path = os.fspath(path)
         self.storage = Storage(self.path)
         self.config = TableConfig.load(self.storage)
@@ -91,7 +96,13 @@ class Table:
         write_config = WriteConfig(options)
         table_type_enum = TableType.parse(table_type)
         keys = [record_key] if isinstance(record_key, str) else list(record_key)
-        parts = [] if partition_by is None else [partition_by] if isinstance(partition_by, str) else list(partition_by)
+        parts = (
+            []
+            if partition_by is None
+            else [partition_by]
+            if isinstance(partition_by, str)
+            else list(partition_by)
+        )
         if not keys or any(not k for k in keys):
             raise InvalidOptionError("record_key must name at least one field")
         ordering_mode = _merge_ordering(merge_ordering, ordering_field)
@@ -108,8 +119,11 @@ class Table:
             tc.URL_ENCODE_PARTITIONING: "false",
             tc.DROP_PARTITION_COLUMNS: "false",
             tc.TIMELINE_TIMEZONE: "UTC",
-            tc.PAYLOAD_CLASS: (tc.DEFAULT_PAYLOAD if ordering_mode == tc.MergeOrdering.EVENT_TIME
-                               else tc.OVERWRITE_WITH_LATEST_PAYLOAD),
+            tc.PAYLOAD_CLASS: (
+                tc.DEFAULT_PAYLOAD
+                if ordering_mode == tc.MergeOrdering.EVENT_TIME
+                else tc.OVERWRITE_WITH_LATEST_PAYLOAD
+            ),
             tc.MERGER_STRATEGY: tc.DEFAULT_MERGER_STRATEGY_UUID,
         }
         if ordering_field:
@@ -122,7 +136,9 @@ class Table:
                 props[key] = value
         keygen_props = dict(props)
         if key_generator:
-            keygen_props[tc.KEYGENERATOR_CLASS if "." in key_generator else tc.KEYGENERATOR_TYPE] = key_generator
+            keygen_props[tc.KEYGENERATOR_CLASS if "." in key_generator else tc.KEYGENERATOR_TYPE] = (
+                key_generator
+            )
         elif write_config.is_set(wc.KEYGENERATOR_CLASS):
             keygen_props[tc.KEYGENERATOR_CLASS] = write_config.raw[wc.KEYGENERATOR_CLASS]
         elif write_config.is_set(wc.KEYGENERATOR_TYPE):
@@ -130,8 +146,13 @@ class Table:
         keygen = key_generator_from_properties(keygen_props)
         props.update(keygen.table_properties())
         props.pop(tc.KEYGENERATOR_TYPE, None)  # v6 records the class
-        for d in (".hoodie/.temp", ".hoodie/.aux/.bootstrap/.partitions", ".hoodie/.aux/.bootstrap/.fileids",
-                  ".hoodie/.schema", ".hoodie/archived"):
+        for d in (
+            ".hoodie/.temp",
+            ".hoodie/.aux/.bootstrap/.partitions",
+            ".hoodie/.aux/.bootstrap/.fileids",
+            ".hoodie/.schema",
+            ".hoodie/archived",
+        ):
             storage.makedirs(d)
         TableConfig(props).save(storage)
         return cls(path, options=options)
@@ -193,7 +214,9 @@ class Table:
         """Deletes records by key: pass whole records or just their key (and partition) columns."""
         return self._writer(options).write(data, Operation.DELETE).instant
 
-    def write(self, data: Any, operation: str = "upsert", options: Mapping[str, Any] | None = None) -> WriteResult:
+    def write(
+        self, data: Any, operation: str = "upsert", options: Mapping[str, Any] | None = None
+    ) -> WriteResult:
         """Runs ``operation`` and returns the full :class:`WriteResult` (commit metadata included)."""
         try:
             op = Operation(operation.upper())
@@ -214,7 +237,8 @@ class Table:
             if target is None:
                 raise InstantNotFoundError(f"no instant {instant}")
             raise InvalidArgumentError(
-                f"only the latest commit ({last.requested_time}) can be rolled back; use restore for older ones"
+                f"only the latest commit ({last.requested_time}) can be rolled back; "
+                "use restore for older ones"
             )
         return rollback_instant(self.storage, self.config, timeline, last)
 
@@ -225,8 +249,13 @@ class Table:
         timeline = self._timeline()
         return FileSystemView(self.storage, timeline, _resolve_as_of(timeline, as_of)).latest_file_slices()
 
-    def read(self, columns: Sequence[str] | None = None, filters: Sequence[Filter] | None = None,
-             as_of: str | _dt.datetime | None = None, query_type: str = "snapshot") -> pa.Table:
+    def read(
+        self,
+        columns: Sequence[str] | None = None,
+        filters: Sequence[Filter] | None = None,
+        as_of: str | _dt.datetime | None = None,
+        query_type: str = "snapshot",
+    ) -> pa.Table:
         """Reads the table as a ``pyarrow.Table``.
 
         ``filters`` are ``(column, op, value)`` tuples ANDed together (ops ``= != < <= > >= in
@@ -237,12 +266,20 @@ class Table:
         tables = self.executor.map(read_base_slice, [(s, self.storage) for s in specs])
         out = unify(tables, columns)
         if out.num_columns == 0 and schema is not None:
-            return schema.empty_table() if columns is None else schema.empty_table().select(
-                [c for c in columns if c in schema.names])
+            return (
+                schema.empty_table()
+                if columns is None
+                else schema.empty_table().select([c for c in columns if c in schema.names])
+            )
         return out
 
-    def read_batches(self, columns: Sequence[str] | None = None, filters: Sequence[Filter] | None = None,
-                     as_of: str | _dt.datetime | None = None, query_type: str = "snapshot") -> pa.RecordBatchReader:
+    def read_batches(
+        self,
+        columns: Sequence[str] | None = None,
+        filters: Sequence[Filter] | None = None,
+        as_of: str | _dt.datetime | None = None,
+        query_type: str = "snapshot",
+    ) -> pa.RecordBatchReader:
         """Like :meth:`read`, but streams one file slice at a time: for tables larger than memory."""
         specs, schema = self._plan_read(columns, filters, as_of, query_type)
         footer_schemas = []
@@ -260,8 +297,13 @@ class Table:
         tables = (read_base_slice(s, self.storage) for s in specs)
         return pa.RecordBatchReader.from_batches(unified, iter_batches(tables, unified))
 
-    def _plan_read(self, columns: Sequence[str] | None, filters: Sequence[Filter] | None,
-                   as_of: str | _dt.datetime | None, query_type: str) -> tuple[list[Any], pa.Schema | None]:
+    def _plan_read(
+        self,
+        columns: Sequence[str] | None,
+        filters: Sequence[Filter] | None,
+        as_of: str | _dt.datetime | None,
+        query_type: str,
+    ) -> tuple[list[Any], pa.Schema | None]:
         qt = query_type.lower().replace("-", "_")
         if qt not in ("snapshot", "read_optimized"):
             raise InvalidArgumentError(f"unknown query type {query_type!r}")
@@ -269,22 +311,31 @@ class Table:
         instant = _resolve_as_of(timeline, as_of)
         view = FileSystemView(self.storage, timeline, instant)
         schema = self._schema(timeline)
-        partitions = prune_partitions(view.partition_paths, filters, self.config.partition_fields,
-                                      self.config.hive_style_partitioning, schema)
+        partitions = prune_partitions(
+            view.partition_paths,
+            filters,
+            self.config.partition_fields,
+            self.config.hive_style_partitioning,
+            schema,
+        )
         slices = [s for p in partitions for s in view.latest_file_slices(p)]
-        if self.config.table_type == TableType.MERGE_ON_READ and qt == "snapshot" and any(s.log_files for s in slices):
+        if (
+            self.config.table_type == TableType.MERGE_ON_READ
+            and qt == "snapshot"
+            and any(s.log_files for s in slices)
+        ):
             from shoal.errors import UnsupportedError
 
-            raise UnsupportedError("snapshot reads of MERGE_ON_READ slices with log files are not implemented yet")
+            raise UnsupportedError(
+                "snapshot reads of MERGE_ON_READ slices with log files are not implemented yet"
+            )
         return plan_slices(self.storage.base_uri, slices, columns, filters), schema
 
     def _schema(self, timeline: Timeline) -> pa.Schema | None:
         avro = timeline.latest_schema() or self.config.create_schema
         if not avro:
             return None
-        from shoal._native import avro_to_arrow_schema
-
-        data = avro_to_arrow_schema(avro)
+        data = _native.avro_to_arrow_schema(avro)
         meta = [pa.field(n, pa.string()) for n in META_COLUMNS]
         return pa.schema(meta + [f for f in data if f.name not in META_COLUMNS])
 
@@ -325,6 +376,7 @@ def _resolve_as_of(timeline: Timeline, as_of: str | _dt.datetime | None) -> str 
         completed = timeline.completed_data_instants()
         if digits < completed[0].requested_time:
             raise InstantNotFoundError(
-                f"as_of {as_of} is before the earliest instant on the timeline ({completed[0].requested_time})"
+                f"as_of {as_of} is before the earliest instant on the timeline "
+                f"({completed[0].requested_time})"
             )
     return digits

@@ -17,7 +17,7 @@ def _logical_lines(text: str) -> list[str]:
     lines: list[str] = []
     pending = ""
     for raw in text.splitlines():
-        line = raw.lstrip(" \t\f") if not pending else raw.lstrip(" \t\f")
+        line = raw.lstrip(" \t\f")
         if not pending and (not line or line[0] in "#!"):
             continue
         trailing = len(line) - len(line.rstrip("\\"))

@@ -205,7 +205,9 @@ class TableConfig:
         """Event-time ordering unless the table records commit-time semantics."""
         mode = self.props.get(RECORD_MERGE_MODE)
         if mode:
-            return MergeOrdering(mode) if mode in MergeOrdering._value2member_map_ else MergeOrdering.EVENT_TIME
+            return (
+                MergeOrdering(mode) if mode in MergeOrdering._value2member_map_ else MergeOrdering.EVENT_TIME
+            )
         payload = self.props.get(PAYLOAD_CLASS, "")
         if payload.endswith(("DefaultHoodieRecordPayload", "EventTimeAvroPayload")):
             return MergeOrdering.EVENT_TIME

@@ -101,66 +101,130 @@ KEYGENERATOR_TYPE = _opt("hoodie.datasource.write.keygenerator.type", None, _tex
 HIVE_STYLE = _opt("hoodie.datasource.write.hive_style_partitioning", "false", _bool, "field=value dirs.")
 URL_ENCODE = _opt("hoodie.datasource.write.partitionpath.urlencode", "false", _bool, "Escape values.")
 PAYLOAD_CLASS = _opt(
-    "hoodie.datasource.write.payload.class", None, _text,
+    "hoodie.datasource.write.payload.class",
+    None,
+    _text,
     "Payload class: OverwriteWithLatestAvroPayload (commit time) or DefaultHoodieRecordPayload (event time).",
 )
 RECORD_MERGE_MODE = _opt(
-    "hoodie.record.merge.mode", None, _choice("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"),
+    "hoodie.record.merge.mode",
+    None,
+    _choice("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING"),
     "How versions of a record are ordered.",
 )
-for _k in ("hoodie.keygen.timebased.timestamp.type", "hoodie.keygen.timebased.input.dateformat",
-           "hoodie.keygen.timebased.output.dateformat", "hoodie.keygen.timebased.timezone",
-           "hoodie.keygen.timebased.input.timezone", "hoodie.keygen.timebased.output.timezone",
-           "hoodie.keygen.timebased.timestamp.scalar.time.unit",
-           "hoodie.keygen.timebased.input.dateformat.list.delimiter.regex"):
+for _k in (
+    "hoodie.keygen.timebased.timestamp.type",
+    "hoodie.keygen.timebased.input.dateformat",
+    "hoodie.keygen.timebased.output.dateformat",
+    "hoodie.keygen.timebased.timezone",
+    "hoodie.keygen.timebased.input.timezone",
+    "hoodie.keygen.timebased.output.timezone",
+    "hoodie.keygen.timebased.timestamp.scalar.time.unit",
+    "hoodie.keygen.timebased.input.dateformat.list.delimiter.regex",
+):
     _opt(_k, None, _text, "Timestamp-based key generator setting.")
 
 # -- file sizing ---------------------------------------------------------------------------
-PARQUET_MAX_FILE_SIZE = _opt("hoodie.parquet.max.file.size", str(120 * 1024 * 1024), _positive_int,
-                             "Target size of a base file in bytes.")
-PARQUET_SMALL_FILE_LIMIT = _opt("hoodie.parquet.small.file.limit", str(100 * 1024 * 1024),
-                                _non_negative_int, "Base files below this size receive inserts; 0 disables.")
-PARQUET_BLOCK_SIZE = _opt("hoodie.parquet.block.size", str(120 * 1024 * 1024), _positive_int,
-                          "Row group size in bytes.")
+PARQUET_MAX_FILE_SIZE = _opt(
+    "hoodie.parquet.max.file.size",
+    str(120 * 1024 * 1024),
+    _positive_int,
+    "Target size of a base file in bytes.",
+)
+PARQUET_SMALL_FILE_LIMIT = _opt(
+    "hoodie.parquet.small.file.limit",
+    str(100 * 1024 * 1024),
+    _non_negative_int,
+    "Base files below this size receive inserts; 0 disables.",
+)
+PARQUET_BLOCK_SIZE = _opt(
+    "hoodie.parquet.block.size", str(120 * 1024 * 1024), _positive_int, "Row group size in bytes."
+)
 PARQUET_PAGE_SIZE = _opt("hoodie.parquet.page.size", str(1024 * 1024), _positive_int, "Page size in bytes.")
 PARQUET_COMPRESSION = _opt("hoodie.parquet.compression.codec", "snappy", _codec, "Base file codec.")
-RECORD_SIZE_ESTIMATE = _opt("hoodie.copyonwrite.record.size.estimate", "1024", _positive_int,
-                            "Fallback average record size when nothing better is known.")
-RECORD_SIZE_THRESHOLD = _opt("hoodie.record.size.estimation.threshold", "1.0", _positive_float,
-                             "A commit counts for record size only if it wrote more than this x small-file limit.")
-LOGFILE_MAX_SIZE = _opt("hoodie.logfile.max.size", str(1024 * 1024 * 1024), _positive_int,
-                        "Log files roll over to a new version beyond this size.")
-LOGFILE_DATA_BLOCK_MAX_SIZE = _opt("hoodie.logfile.data.block.max.size", str(256 * 1024 * 1024),
-                                   _positive_int, "Maximum size of one data block.")
+RECORD_SIZE_ESTIMATE = _opt(
+    "hoodie.copyonwrite.record.size.estimate",
+    "1024",
+    _positive_int,
+    "Fallback average record size when nothing better is known.",
+)
+RECORD_SIZE_THRESHOLD = _opt(
+    "hoodie.record.size.estimation.threshold",
+    "1.0",
+    _positive_float,
+    "A commit counts for record size only if it wrote more than this x small-file limit.",
+)
+LOGFILE_MAX_SIZE = _opt(
+    "hoodie.logfile.max.size",
+    str(1024 * 1024 * 1024),
+    _positive_int,
+    "Log files roll over to a new version beyond this size.",
+)
+LOGFILE_DATA_BLOCK_MAX_SIZE = _opt(
+    "hoodie.logfile.data.block.max.size",
+    str(256 * 1024 * 1024),
+    _positive_int,
+    "Maximum size of one data block.",
+)
 
 # -- dedup and index ------------------------------------------------------------------------
 COMBINE_BEFORE_INSERT = _opt("hoodie.combine.before.insert", "false", _bool, "Dedup inserts by key.")
 COMBINE_BEFORE_UPSERT = _opt("hoodie.combine.before.upsert", "true", _bool, "Dedup upserts by key.")
 COMBINE_BEFORE_DELETE = _opt("hoodie.combine.before.delete", "true", _bool, "Dedup deletes by key.")
-INDEX_TYPE = _opt("hoodie.index.type", "BLOOM", _choice("BLOOM", "SIMPLE", "BUCKET"), "Index used to tag records.")
-BLOOM_FILTER_TYPE = _opt("hoodie.bloom.index.filter.type", "DYNAMIC_V0", _choice("DYNAMIC_V0", "SIMPLE"),
-                         "Bloom filter written into base file footers.")
+INDEX_TYPE = _opt(
+    "hoodie.index.type", "BLOOM", _choice("BLOOM", "SIMPLE", "BUCKET"), "Index used to tag records."
+)
+BLOOM_FILTER_TYPE = _opt(
+    "hoodie.bloom.index.filter.type",
+    "DYNAMIC_V0",
+    _choice("DYNAMIC_V0", "SIMPLE"),
+    "Bloom filter written into base file footers.",
+)
 BLOOM_NUM_ENTRIES = _opt("hoodie.index.bloom.num_entries", "60000", _positive_int, "Bloom sizing: entries.")
 BLOOM_FPP = _opt("hoodie.index.bloom.fpp", "0.000000001", _fraction, "Bloom sizing: false positive rate.")
-BLOOM_DYNAMIC_MAX_ENTRIES = _opt("hoodie.bloom.index.filter.dynamic.max.entries", "100000", _positive_int,
-                                 "Dynamic bloom: entries after which rows are reused.")
-BLOOM_PRUNE_BY_RANGES = _opt("hoodie.bloom.index.prune.by.ranges", "true", _bool,
-                             "Prune candidate files by min/max record key before probing.")
+BLOOM_DYNAMIC_MAX_ENTRIES = _opt(
+    "hoodie.bloom.index.filter.dynamic.max.entries",
+    "100000",
+    _positive_int,
+    "Dynamic bloom: entries after which rows are reused.",
+)
+BLOOM_PRUNE_BY_RANGES = _opt(
+    "hoodie.bloom.index.prune.by.ranges",
+    "true",
+    _bool,
+    "Prune candidate files by min/max record key before probing.",
+)
 BUCKET_NUM_BUCKETS = _opt("hoodie.bucket.index.num.buckets", "4", _positive_int, "Buckets per partition.")
 BUCKET_HASH_FIELD = _opt("hoodie.bucket.index.hash.field", None, _text, "Fields hashed for buckets.")
-ALLOW_DUPLICATE_ON_INSERTS = _opt("hoodie.merge.allow.duplicate.on.inserts", "true", _bool,
-                                  "Insert does not dedup against existing records.")
+ALLOW_DUPLICATE_ON_INSERTS = _opt(
+    "hoodie.merge.allow.duplicate.on.inserts",
+    "true",
+    _bool,
+    "Insert does not dedup against existing records.",
+)
 
 # -- timeline -------------------------------------------------------------------------------
 TIMELINE_TIMEZONE = _opt("hoodie.table.timeline.timezone", "UTC", _choice("UTC", "LOCAL"), "Instant clock.")
 POPULATE_META_FIELDS = _opt("hoodie.populate.meta.fields", "true", _bool, "Write the _hoodie_* columns.")
-DROP_PARTITION_COLUMNS = _opt("hoodie.datasource.write.drop.partition.columns", "false", _bool,
-                              "Drop partition columns from data files (unsupported: must be false).")
-METADATA_ENABLE = _opt("hoodie.metadata.enable", "false", _bool,
-                       "The metadata table; shoal keeps it disabled and only accepts false.")
+DROP_PARTITION_COLUMNS = _opt(
+    "hoodie.datasource.write.drop.partition.columns",
+    "false",
+    _bool,
+    "Drop partition columns from data files (unsupported: must be false).",
+)
+METADATA_ENABLE = _opt(
+    "hoodie.metadata.enable",
+    "false",
+    _bool,
+    "The metadata table; shoal keeps it disabled and only accepts false.",
+)
 MARKERS_TYPE = _opt("hoodie.write.markers.type", "DIRECT", _choice("DIRECT"), "Marker style.")
-SCHEMA_ON_WRITE_ADD_COLUMNS = _opt("hoodie.datasource.write.reconcile.schema", "false", _bool,
-                                   "Fill columns missing from a batch with nulls instead of failing.")
+SCHEMA_ON_WRITE_ADD_COLUMNS = _opt(
+    "hoodie.datasource.write.reconcile.schema",
+    "false",
+    _bool,
+    "Fill columns missing from a batch with nulls instead of failing.",
+)
 
 
 def option_names() -> list[str]:
@@ -181,8 +245,10 @@ class WriteConfig:
             self._check(key, value)
             self.raw[key] = str(value).lower() if isinstance(value, bool) else str(value)
         if self.get(METADATA_ENABLE):
-            raise InvalidOptionError("hoodie.metadata.enable=true is not supported: shoal keeps the "
-                                     "metadata table disabled so every reader lists files directly")
+            raise InvalidOptionError(
+                "hoodie.metadata.enable=true is not supported: shoal keeps the "
+                "metadata table disabled so every reader lists files directly"
+            )
         if self.get(DROP_PARTITION_COLUMNS):
             raise InvalidOptionError("hoodie.datasource.write.drop.partition.columns=true is not supported")
         if self.get(PARQUET_SMALL_FILE_LIMIT) >= self.get(PARQUET_MAX_FILE_SIZE):

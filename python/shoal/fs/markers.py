@@ -22,7 +22,7 @@ def list_marked_files(storage: Storage, instant: str) -> list[tuple[str, str]]:
     prefix = marker_dir(instant) + "/"
     out = []
     for f in storage.list_files(marker_dir(instant), recursive=True):
-        rel = f.path[len(prefix):] if f.path.startswith(prefix) else f.path
+        rel = f.path[len(prefix) :] if f.path.startswith(prefix) else f.path
         if ".marker." not in rel:
             continue
         data_path, _, io_type = rel.rpartition(".marker.")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from shoal.config import javaprops
 from shoal.errors import CommitConflictError
 from shoal.fs.naming import PARTITION_METADATA_FILE
@@ -14,8 +16,9 @@ def ensure_partition_metadata(storage: Storage, partition_path: str, instant: st
     if storage.exists(rel):
         return
     depth = len(partition_path.split("/")) if partition_path else 0
-    text = javaprops.dumps({"commitTime": instant, "partitionDepth": str(depth)}, comment="partition metadata")
-    try:
+    text = javaprops.dumps(
+        {"commitTime": instant, "partitionDepth": str(depth)}, comment="partition metadata"
+    )
+    # Another task of the same write may have created it first.
+    with contextlib.suppress(CommitConflictError):
         storage.create_exclusive(rel, text.encode("latin-1"))
-    except CommitConflictError:
-        pass  # another task of the same write created it first

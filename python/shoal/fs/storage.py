@@ -123,9 +123,7 @@ class Storage:
     def list_dirs(self, rel: str) -> list[str]:
         """Immediate subdirectory names of ``rel``."""
         sel = pafs.FileSelector(self.full_path(rel), allow_not_found=True, recursive=False)
-        return [
-            info.base_name for info in self.fs.get_file_info(sel) if info.type == pafs.FileType.Directory
-        ]
+        return [info.base_name for info in self.fs.get_file_info(sel) if info.type == pafs.FileType.Directory]
 
     def _list(self, rel: str, recursive: bool) -> Iterator[FileInfo | None]:
         sel = pafs.FileSelector(self.full_path(rel), allow_not_found=True, recursive=recursive)

@@ -99,8 +99,13 @@ class FileGroup:
 class FileSystemView:
     """File groups of a table as of an instant, built by listing storage (metadata table off)."""
 
-    def __init__(self, storage: Storage, timeline: Timeline, as_of: str | None = None,
-                 partitions: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        timeline: Timeline,
+        as_of: str | None = None,
+        partitions: list[str] | None = None,
+    ) -> None:
         self.storage = storage
         self.timeline = timeline
         self.as_of = as_of
@@ -111,7 +116,9 @@ class FileSystemView:
         self._completed_times = {i.requested_time for i in completed}
         self._completion_time = {i.requested_time: i.completion_time for i in completed}
         self._pending_compactions = {
-            i.requested_time for i in timeline.pending_compactions() if as_of is None or i.requested_time <= as_of
+            i.requested_time
+            for i in timeline.pending_compactions()
+            if as_of is None or i.requested_time <= as_of
         }
         self._replaced = self._replaced_file_ids(completed)
         self.partition_paths, files_by_partition = self._discover(partitions)
@@ -133,7 +140,8 @@ class FileSystemView:
             parent = f.path.rsplit("/", 1)[0] if "/" in f.path else ""
             by_dir[parent].append(f)
         partitions = sorted(
-            d for d, files in by_dir.items()
+            d
+            for d, files in by_dir.items()
             if any(f.name.startswith(PARTITION_METADATA_FILE) for f in files)
             or any(parse_base_file_name(f.name) for f in files)
         )
@@ -208,11 +216,11 @@ class FileSystemView:
             return
         if self.as_of is not None and lf.instant_time > self.as_of:
             return
-        if not (self._base_visible(lf.instant_time) or lf.instant_time in self._pending_compactions):
-            # Log-only slices (e.g. Flink) are keyed by their first delta commit; also accept
-            # slices whose base file belongs to a committed base instant.
-            if lf.instant_time not in fg.slices:
-                return
+        committed = self._base_visible(lf.instant_time) or lf.instant_time in self._pending_compactions
+        # Log-only slices (e.g. Flink) are keyed by their first delta commit; a log whose slice
+        # has a visible base file is kept too.
+        if not committed and lf.instant_time not in fg.slices:
+            return
         fg.slice_at(lf.instant_time).log_files.append(lf)
 
     def _group(self, partition: str, file_id: str) -> FileGroup:
@@ -237,15 +245,23 @@ class FileSystemView:
         return out
 
     def _latest_slice(self, fg: FileGroup) -> FileSlice | None:
-        slices = [s for s in fg.ordered_slices() if s.base_file is not None or s.log_files
-                  or s.base_instant in self._pending_compactions]
+        slices = [
+            s
+            for s in fg.ordered_slices()
+            if s.base_file is not None or s.log_files or s.base_instant in self._pending_compactions
+        ]
         if not slices:
             return None
         latest = slices[-1]
         if latest.base_instant in self._pending_compactions and len(slices) > 1:
             prev = slices[-2]
-            return FileSlice(fg.partition_path, fg.file_id, prev.base_instant, prev.base_file,
-                             prev.log_files + latest.log_files)
+            return FileSlice(
+                fg.partition_path,
+                fg.file_id,
+                prev.base_instant,
+                prev.base_file,
+                prev.log_files + latest.log_files,
+            )
         if latest.base_file is None and not latest.log_files:
             return None
         return latest

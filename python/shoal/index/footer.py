@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pyarrow.parquet as pq
 
-from shoal._native import BloomFilter
+from shoal import _native
 from shoal.errors import CorruptDataError
 from shoal.fs.storage import Storage
 
@@ -25,7 +25,7 @@ class KeyFooter:
 
     min_key: str | None
     max_key: str | None
-    bloom: BloomFilter | None
+    bloom: _native.BloomFilter | None  # type: ignore[name-defined]
 
 
 class _FooterCache:
@@ -71,7 +71,7 @@ def read_key_footer(storage: Storage, path: str) -> KeyFooter:
     bloom = None
     if raw:
         type_code = kv.get(BLOOM_FILTER_TYPE_KEY)
-        bloom = BloomFilter.from_footer(raw.decode(), type_code.decode() if type_code else None)
+        bloom = _native.BloomFilter.from_footer(raw.decode(), type_code.decode() if type_code else None)
     footer = KeyFooter(
         kv[MIN_RECORD_KEY].decode() if MIN_RECORD_KEY in kv else None,
         kv[MAX_RECORD_KEY].decode() if MAX_RECORD_KEY in kv else None,

@@ -22,7 +22,9 @@ def to_expression(filters: Sequence[Filter] | None) -> ds.Expression | None:
     expr: ds.Expression | None = None
     for f in filters:
         if len(f) != 3 or f[1] not in _OPS:
-            raise InvalidArgumentError(f"bad filter {f!r}: expected (column, op, value) with op in {sorted(_OPS)}")
+            raise InvalidArgumentError(
+                f"bad filter {f!r}: expected (column, op, value) with op in {sorted(_OPS)}"
+            )
         col, op, value = f
         field = pc.field(col)
         if op in ("=", "=="):
@@ -64,11 +66,16 @@ def partition_values(partition_path: str, fields: Sequence[str], hive_style: boo
         return out if set(fields) <= set(out) else None
     if len(segments) != len(fields):
         return None
-    return dict(zip(fields, segments))
+    return dict(zip(fields, segments, strict=False))
 
 
-def prune_partitions(partitions: Sequence[str], filters: Sequence[Filter] | None, fields: Sequence[str],
-                     hive_style: bool, schema: pa.Schema | None) -> list[str]:
+def prune_partitions(
+    partitions: Sequence[str],
+    filters: Sequence[Filter] | None,
+    fields: Sequence[str],
+    hive_style: bool,
+    schema: pa.Schema | None,
+) -> list[str]:
     """Keeps partitions whose path values can satisfy the filters on partition fields."""
     relevant = [f for f in filters or [] if f[0] in fields]
     if not relevant or schema is None:

@@ -26,11 +26,17 @@ class SliceReadSpec:
     filters: tuple[Filter, ...] = field(default_factory=tuple)
 
 
-def plan_slices(base_uri: str, slices: Sequence[FileSlice], columns: Sequence[str] | None,
-                filters: Sequence[Filter] | None) -> list[SliceReadSpec]:
+def plan_slices(
+    base_uri: str,
+    slices: Sequence[FileSlice],
+    columns: Sequence[str] | None,
+    filters: Sequence[Filter] | None,
+) -> list[SliceReadSpec]:
     return [
         SliceReadSpec(
-            base_uri, s.partition_path, s.file_id,
+            base_uri,
+            s.partition_path,
+            s.file_id,
             s.base_file.path if s.base_file else None,
             tuple(lf.path for lf in s.log_files),
             tuple(columns) if columns is not None else None,
@@ -58,7 +64,9 @@ def read_base_slice(spec: SliceReadSpec, storage: Storage | None = None) -> pa.T
     return table
 
 
-def _with_filter_columns(columns: list[str] | None, filters: Sequence[Filter], available: list[str]) -> list[str] | None:
+def _with_filter_columns(
+    columns: list[str] | None, filters: Sequence[Filter], available: list[str]
+) -> list[str] | None:
     if columns is None:
         return None
     extra = [f[0] for f in filters if f[0] not in columns and f[0] in available]

@@ -11,7 +11,7 @@ import json
 import time
 from collections import defaultdict
 
-from shoal._native import avro_container_encode
+from shoal import _native
 from shoal.config.table_config import TableConfig
 from shoal.errors import InvalidArgumentError
 from shoal.fs.markers import delete_markers, list_marked_files
@@ -67,8 +67,9 @@ def rollback_instant(storage: Storage, config: TableConfig, timeline: Timeline, 
         "version": 1,
     }
     requested = timeline.create_requested(
-        rollback_time, Action.ROLLBACK,
-        avro_container_encode(load_schema("HoodieRollbackPlan.v6.writer"), json.dumps([plan])),
+        rollback_time,
+        Action.ROLLBACK,
+        _native.avro_container_encode(load_schema("HoodieRollbackPlan.v6.writer"), json.dumps([plan])),
     )
     inflight = timeline.transition_to_inflight(requested, b"")
     partition_metadata = {}
@@ -103,7 +104,9 @@ def rollback_instant(storage: Storage, config: TableConfig, timeline: Timeline, 
     }
     timeline.complete(
         inflight,
-        avro_container_encode(load_schema("HoodieRollbackMetadata.v6.writer"), json.dumps([metadata])),
+        _native.avro_container_encode(
+            load_schema("HoodieRollbackMetadata.v6.writer"), json.dumps([metadata])
+        ),
     )
     timeline.delete_instant_files(target.requested_time)
     delete_markers(storage, target.requested_time)

@@ -68,7 +68,9 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
         upserts = upserts.drop_columns([OP_COLUMN])
     new_rows = with_meta_columns(upserts, spec.instant, spec.task_id, name)
     if old_keys is not None:
-        num_updates = pc.sum(pc.is_in(upserts.column(RECORD_KEY), value_set=old_keys.combine_chunks())).as_py() or 0
+        num_updates = (
+            pc.sum(pc.is_in(upserts.column(RECORD_KEY), value_set=old_keys.combine_chunks())).as_py() or 0
+        )
     else:
         num_updates = 0
     if kept is not None and kept.num_rows:
@@ -87,8 +89,11 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
         totalWriteBytes=size,
         partitionPath=spec.partition_path,
         fileSizeInBytes=size,
-        runtimeStats={"totalScanTime": 0, "totalUpsertTime": int((time.monotonic() - started) * 1000),
-                      "totalCreateTime": 0},
+        runtimeStats={
+            "totalScanTime": 0,
+            "totalUpsertTime": int((time.monotonic() - started) * 1000),
+            "totalCreateTime": 0,
+        },
     )
 
 
@@ -98,11 +103,13 @@ def _drop_stale(records: pa.Table, old: pa.Table, ordering_field: str) -> pa.Tab
     if ordering_field not in old.column_names:
         return records
     n = records.num_rows
-    inc = pa.table({
-        RECORD_KEY: records.column(RECORD_KEY),
-        "__inc_ord": records.column(ordering_field),
-        "__row": pa.array(range(n), pa.int64()),
-    })
+    inc = pa.table(
+        {
+            RECORD_KEY: records.column(RECORD_KEY),
+            "__inc_ord": records.column(ordering_field),
+            "__row": pa.array(range(n), pa.int64()),
+        }
+    )
     stored = pa.table({RECORD_KEY: old.column(RECORD_KEY), "__old_ord": old.column(ordering_field)})
     joined = inc.join(stored, RECORD_KEY, join_type="inner")
     if joined.num_rows == 0:

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from shoal import _native
 from shoal.errors import CorruptTableError
 
 # HoodieWriteStat.NULL_COMMIT: the prevCommit of a record that had no previous version.
@@ -59,8 +60,16 @@ class WriteStat:
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in d.items() if k in known}
         stat = cls(**kwargs)
-        for name in ("numWrites", "numDeletes", "numUpdateWrites", "numInserts", "totalWriteBytes",
-                     "fileSizeInBytes", "totalLogBlocks", "totalLogRecords"):
+        for name in (
+            "numWrites",
+            "numDeletes",
+            "numUpdateWrites",
+            "numInserts",
+            "totalWriteBytes",
+            "fileSizeInBytes",
+            "totalLogBlocks",
+            "totalLogRecords",
+        ):
             if getattr(stat, name) is None:
                 setattr(stat, name, 0)
         if stat.prevCommit is None:
@@ -132,9 +141,7 @@ class CommitMetadata:
         if not data.strip():
             return cls()
         if data[:4] == b"Obj\x01":
-            from shoal._native import avro_container_decode
-
-            records = json.loads(avro_container_decode(data))
+            records = json.loads(_native.avro_container_decode(data))
             if not records:
                 return cls()
             return cls.from_dict(records[0])

@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterable
 from functools import cached_property
 
+from shoal import _native
 from shoal.config.table_config import TableConfig
 from shoal.errors import CommitConflictError, CorruptTableError, InstantNotFoundError
 from shoal.fs.storage import Storage
@@ -15,10 +16,16 @@ from shoal.timeline.instant import Action, Instant, State, parse_instant_file_na
 from shoal.timeline.instant_time import new_instant_time
 
 # Actions whose completed instants change the data of the table.
-DATA_ACTIONS = frozenset({
-    Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.COMPACTION,
-    Action.LOG_COMPACTION, Action.CLUSTERING,
-})
+DATA_ACTIONS = frozenset(
+    {
+        Action.COMMIT,
+        Action.DELTA_COMMIT,
+        Action.REPLACE_COMMIT,
+        Action.COMPACTION,
+        Action.LOG_COMPACTION,
+        Action.CLUSTERING,
+    }
+)
 
 
 class Timeline:
@@ -61,7 +68,8 @@ class Timeline:
 
     def pending_data_instants(self) -> list[Instant]:
         return [
-            i for i in self.instants
+            i
+            for i in self.instants
             if not i.is_completed and i.action in (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
         ]
 
@@ -115,10 +123,8 @@ class Timeline:
         data = self.storage.read_bytes(self.path_of(inst))
         if not data:
             return []
-        from shoal._native import avro_container_decode
-
         try:
-            records = json.loads(avro_container_decode(data))
+            records = json.loads(_native.avro_container_decode(data))
         except ValueError as e:
             raise CorruptTableError(f"cannot decode compaction plan {instant_time}: {e}") from e
         return list((records[0] if records else {}).get("operations") or [])

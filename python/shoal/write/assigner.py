@@ -54,15 +54,24 @@ class BucketAssigner:
         if self.small_file_limit <= 0:
             return []
         out = [
-            s for s in slices
-            if s.base_file is not None and s.base_file.size < self.small_file_limit
+            s
+            for s in slices
+            if s.base_file is not None
+            and s.base_file.size < self.small_file_limit
             and (allow_logs or not s.log_files)
         ]
         return sorted(out, key=lambda s: (s.base_file.size if s.base_file else 0, s.file_id))
 
-    def assign(self, assignment: Assignment, partition: str, num_inserts: int,
-               updates_by_file: dict[str, int], slices: Sequence[FileSlice], allow_logs: bool,
-               use_small_files: bool = True) -> None:
+    def assign(
+        self,
+        assignment: Assignment,
+        partition: str,
+        num_inserts: int,
+        updates_by_file: dict[str, int],
+        slices: Sequence[FileSlice],
+        allow_logs: bool,
+        use_small_files: bool = True,
+    ) -> None:
         by_id = {s.file_id: s for s in slices}
         index_of: dict[str, int] = {}
         for fid, count in sorted(updates_by_file.items()):

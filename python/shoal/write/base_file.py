@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from shoal._native import arrow_to_avro_schema, bloom_footer_for_keys
+from shoal import _native
 from shoal.fs.storage import Storage
 from shoal.index.footer import BLOOM_FILTER_KEY, BLOOM_FILTER_TYPE_KEY, MAX_RECORD_KEY, MIN_RECORD_KEY
 from shoal.write.schema import META_COLUMNS
@@ -30,8 +30,9 @@ class BaseFileOptions:
     page_size: int = 1024 * 1024
 
 
-def with_meta_columns(data: pa.Table, instant: str, task_id: int, file_name: str,
-                      start_seqno: int = 0) -> pa.Table:
+def with_meta_columns(
+    data: pa.Table, instant: str, task_id: int, file_name: str, start_seqno: int = 0
+) -> pa.Table:
     """Prepends the five meta columns for records written by ``instant``; ``data`` already
     carries ``_hoodie_record_key`` and ``_hoodie_partition_path``."""
     n = data.num_rows
@@ -56,7 +57,7 @@ def set_file_name(data: pa.Table, file_name: str) -> pa.Table:
 
 def avro_schema_for(schema: pa.Schema, table_name: str) -> str:
     """The Avro schema Spark/Hudi would record for ``schema`` (record ``<table>_record``)."""
-    return arrow_to_avro_schema(schema, f"{table_name}_record", f"hoodie.{table_name}")
+    return _native.arrow_to_avro_schema(schema, f"{table_name}_record", f"hoodie.{table_name}")
 
 
 def write_base_file(storage: Storage, path: str, data: pa.Table, opts: BaseFileOptions) -> int:
@@ -67,7 +68,7 @@ def write_base_file(storage: Storage, path: str, data: pa.Table, opts: BaseFileO
         bounds = pc.min_max(keys)
         meta[MIN_RECORD_KEY] = bounds["min"].as_py()
         meta[MAX_RECORD_KEY] = bounds["max"].as_py()
-        meta[BLOOM_FILTER_KEY] = bloom_footer_for_keys(
+        meta[BLOOM_FILTER_KEY] = _native.bloom_footer_for_keys(
             keys, opts.bloom_num_entries, opts.bloom_fpp, opts.bloom_max_entries, opts.bloom_type
         )
         if opts.bloom_type == "DYNAMIC_V0":
@@ -79,7 +80,8 @@ def write_base_file(storage: Storage, path: str, data: pa.Table, opts: BaseFileO
     storage.makedirs(path.rsplit("/", 1)[0] if "/" in path else "")
     with storage.fs.open_output_stream(storage.full_path(path)) as out:
         pq.write_table(
-            table, out,
+            table,
+            out,
             compression=None if opts.compression == "none" else opts.compression,
             row_group_size=max(1, opts.row_group_bytes // avg_row),
             data_page_size=opts.page_size,

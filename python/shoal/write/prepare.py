@@ -82,10 +82,7 @@ def dedup_by_key(data: pa.Table, ordering_field: str | None) -> pa.Table:
     partitions = data.column(PARTITION_PATH)
     if pc.count_distinct(keys).as_py() == data.num_rows:
         return data
-    if len(pc.unique(partitions)) > 1:
-        group = pc.binary_join_element_wise(partitions, keys, "\x00")
-    else:
-        group = keys
+    group = pc.binary_join_element_wise(partitions, keys, "\x00") if len(pc.unique(partitions)) > 1 else keys
     sort_keys = [("__group", "ascending")]
     work = data.append_column("__group", group)
     if ordering_field:

@@ -21,11 +21,19 @@ META_COLUMNS = (
 IS_DELETED_COLUMN = "_hoodie_is_deleted"
 
 _WIDENINGS = {
-    (pa.int8(), pa.int16()), (pa.int8(), pa.int32()), (pa.int8(), pa.int64()),
-    (pa.int16(), pa.int32()), (pa.int16(), pa.int64()), (pa.int32(), pa.int64()),
-    (pa.float32(), pa.float64()), (pa.int32(), pa.float64()), (pa.int64(), pa.float64()),
-    (pa.string(), pa.large_string()), (pa.large_string(), pa.string()),
-    (pa.binary(), pa.large_binary()), (pa.large_binary(), pa.binary()),
+    (pa.int8(), pa.int16()),
+    (pa.int8(), pa.int32()),
+    (pa.int8(), pa.int64()),
+    (pa.int16(), pa.int32()),
+    (pa.int16(), pa.int64()),
+    (pa.int32(), pa.int64()),
+    (pa.float32(), pa.float64()),
+    (pa.int32(), pa.float64()),
+    (pa.int64(), pa.float64()),
+    (pa.string(), pa.large_string()),
+    (pa.large_string(), pa.string()),
+    (pa.binary(), pa.large_binary()),
+    (pa.large_binary(), pa.binary()),
 }
 
 
@@ -128,7 +136,7 @@ def _same_shape(a: pa.DataType, b: pa.DataType) -> bool:
     """Nested types whose leaves only differ in field nullability or list item naming."""
     if pa.types.is_struct(a) and pa.types.is_struct(b):
         return [f.name for f in a] == [f.name for f in b] and all(
-            _same_shape(x.type, y.type) for x, y in zip(a, b)
+            _same_shape(x.type, y.type) for x, y in zip(a, b, strict=False)
         )
     if pa.types.is_list(a) and pa.types.is_list(b):
         return _same_shape(a.value_type, b.value_type)

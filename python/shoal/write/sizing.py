@@ -13,7 +13,9 @@ from shoal.timeline.timeline import Timeline
 _SAMPLE_ROWS = 20_000
 
 
-def average_record_size_from_commits(timeline: Timeline, small_file_limit: int, threshold: float) -> int | None:
+def average_record_size_from_commits(
+    timeline: Timeline, small_file_limit: int, threshold: float
+) -> int | None:
     """Bytes per record of the newest commit that wrote enough data to be representative
     (``totalWriteBytes > threshold * small_file_limit``), as Hudi's upsert partitioner does."""
     for inst in reversed(timeline.completed_data_instants()):

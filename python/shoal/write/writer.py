@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shoal import _native
 from shoal.config.table_config import MergeOrdering, TableConfig
 from shoal.config.write_config import (
     ALLOW_DUPLICATE_ON_INSERTS,
@@ -39,7 +40,14 @@ from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bloom import BloomIndex
 from shoal.keygen import KeyGenerator
-from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_SOFT_DELETE, OP_UPSERT, CowWriteSpec, run_cow_write
+from shoal.tasks.cow_write import (
+    OP_COLUMN,
+    OP_HARD_DELETE,
+    OP_SOFT_DELETE,
+    OP_UPSERT,
+    CowWriteSpec,
+    run_cow_write,
+)
 from shoal.timeline.commit_metadata import NULL_COMMIT, CommitMetadata, WriteStat
 from shoal.timeline.instant import Action
 from shoal.timeline.timeline import Timeline
@@ -84,8 +92,14 @@ class WriteResult:
 class Writer:
     """Plans one write against the current table state, runs it, and commits it."""
 
-    def __init__(self, storage: Storage, config: TableConfig, write_config: WriteConfig,
-                 keygen: KeyGenerator, executor: LocalExecutor | None = None) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        config: TableConfig,
+        write_config: WriteConfig,
+        keygen: KeyGenerator,
+        executor: LocalExecutor | None = None,
+    ) -> None:
         self.storage = storage
         self.config = config
         self.wc = write_config
@@ -117,11 +131,15 @@ class Writer:
         if operation == Operation.DELETE:
             keyed = add_keys(incoming, self.keygen)
             validate_keys(keyed.column(RECORD_KEY))
-            keep = [RECORD_KEY, PARTITION_PATH] + ([ordering] if ordering and ordering in keyed.column_names else [])
+            keep = [RECORD_KEY, PARTITION_PATH] + (
+                [ordering] if ordering and ordering in keyed.column_names else []
+            )
             keyed = keyed.select(keep)
             if self.wc.get(COMBINE_BEFORE_DELETE):
                 keyed = dedup_by_key(keyed, None)
-            return keyed.append_column(OP_COLUMN, pa.repeat(pa.scalar(OP_HARD_DELETE, pa.int8()), keyed.num_rows))
+            return keyed.append_column(
+                OP_COLUMN, pa.repeat(pa.scalar(OP_HARD_DELETE, pa.int8()), keyed.num_rows)
+            )
         table_schema = self._table_schema(timeline)
         incoming = reconcile(incoming, table_schema, fill_missing=self.wc.get(SCHEMA_ON_WRITE_ADD_COLUMNS))
         check_ordering_field(incoming, ordering)
@@ -148,9 +166,7 @@ class Writer:
         avro = timeline.latest_schema()
         if not avro:
             return None
-        from shoal._native import avro_to_arrow_schema
-
-        schema = avro_to_arrow_schema(avro)
+        schema = _native.avro_to_arrow_schema(avro)
         return pa.schema([f for f in schema if f.name not in META_COLUMNS])
 
     # ---- planning --------------------------------------------------------------------------
@@ -173,8 +189,9 @@ class Writer:
             self._average_record_size(timeline, records),
         )
 
-    def _plan(self, records: pa.Table, operation: Operation, view: FileSystemView,
-              timeline: Timeline) -> tuple[Assignment, list[tuple[int, pa.Array]]]:
+    def _plan(
+        self, records: pa.Table, operation: Operation, view: FileSystemView, timeline: Timeline
+    ) -> tuple[Assignment, list[tuple[int, pa.Array]]]:
         """Tags records, builds buckets; returns the assignment and, per bucket, row indices."""
         assigner = self._assigner(timeline, records)
         assignment = Assignment()
@@ -198,12 +215,16 @@ class Writer:
             updates_by_file: dict[str, list[int]] = defaultdict(list)
             upd_idx = pc.indices_nonzero(found)
             upd_files = tagged.take(upd_idx).to_pylist()
-            for i, fid in zip(upd_idx.to_pylist(), upd_files):
+            for i, fid in zip(upd_idx.to_pylist(), upd_files, strict=False):
                 updates_by_file[fid].append(i)
             first_bucket = len(assignment.buckets)
             assigner.assign(
-                assignment, partition, len(new_rows),
-                {fid: len(ix) for fid, ix in updates_by_file.items()}, slices, allow_logs=True,
+                assignment,
+                partition,
+                len(new_rows),
+                {fid: len(ix) for fid, ix in updates_by_file.items()},
+                slices,
+                allow_logs=True,
             )
             bucket_rows: dict[int, list[pa.Array]] = defaultdict(list)
             by_file = {assignment.buckets[i].file_id: i for i in range(first_bucket, len(assignment.buckets))}
@@ -219,7 +240,9 @@ class Writer:
                     routed.append((bucket_idx, pa.concat_arrays(parts)))
         return assignment, routed
 
-    def _plan_bulk_insert(self, records: pa.Table, timeline: Timeline) -> tuple[Assignment, list[tuple[int, pa.Array]]]:
+    def _plan_bulk_insert(
+        self, records: pa.Table, timeline: Timeline
+    ) -> tuple[Assignment, list[tuple[int, pa.Array]]]:
         """Sorted by partition and key, cut into files of ``max file size`` each; no index lookup."""
         order = pc.sort_indices(records, sort_keys=[(PARTITION_PATH, "ascending"), (RECORD_KEY, "ascending")])
         assigner = self._assigner(timeline, records)
@@ -230,7 +253,7 @@ class Writer:
         # Run-length boundaries of the (sorted) partition column.
         values = pc.run_end_encode(partitions.combine_chunks())
         start = 0
-        for value, end in zip(values.values.to_pylist(), values.run_ends.to_pylist()):
+        for value, end in zip(values.values.to_pylist(), values.run_ends.to_pylist(), strict=False):
             for lo in range(start, end, per_file):
                 hi = min(end, lo + per_file)
                 assigner.assign(assignment, value, hi - lo, {}, [], allow_logs=True, use_small_files=False)
@@ -252,14 +275,22 @@ class Writer:
             page_size=self.wc.get(PARQUET_PAGE_SIZE),
         )
 
-    def _execute(self, records: pa.Table, operation: Operation, assignment: Assignment,
-                 routed: list[tuple[int, pa.Array]], timeline: Timeline) -> WriteResult:
+    def _execute(
+        self,
+        records: pa.Table,
+        operation: Operation,
+        assignment: Assignment,
+        routed: list[tuple[int, pa.Array]],
+        timeline: Timeline,
+    ) -> WriteResult:
         if self.config.table_type.value != "COPY_ON_WRITE":
             raise UnsupportedError("writes to MERGE_ON_READ tables are not implemented yet")
         instant_time = timeline.new_instant_time()
         action = Action.COMMIT
         requested = timeline.create_requested(instant_time, action)
-        inflight = timeline.transition_to_inflight(requested, self._workload_profile(assignment, operation).to_json())
+        inflight = timeline.transition_to_inflight(
+            requested, self._workload_profile(assignment, operation).to_json()
+        )
         event_time = self.config.merge_ordering == MergeOrdering.EVENT_TIME
         opts = self._base_file_options()
         ordering = self.config.precombine_field
@@ -269,10 +300,16 @@ class Writer:
             existing: FileSlice | None = bucket.existing
             old_base = existing.base_file.path if existing is not None and existing.base_file else None
             spec = CowWriteSpec(
-                base_uri=self.storage.base_uri, instant=instant_time, partition_path=bucket.partition_path,
-                file_id=bucket.file_id, task_id=task_id, old_base_path=old_base,
+                base_uri=self.storage.base_uri,
+                instant=instant_time,
+                partition_path=bucket.partition_path,
+                file_id=bucket.file_id,
+                task_id=task_id,
+                old_base_path=old_base,
                 prev_commit=existing.base_instant if existing is not None else NULL_COMMIT,
-                ordering_field=ordering, event_time_ordering=event_time, options=opts,
+                ordering_field=ordering,
+                event_time_ordering=event_time,
+                options=opts,
             )
             items.append((spec, records.take(rows), self.storage))
         for partition in {assignment.buckets[b].partition_path for b, _ in routed}:
@@ -305,4 +342,3 @@ class Writer:
         for partition, stat in per_partition.items():
             profile.partition_to_write_stats[partition] = [stat]
         return profile
-

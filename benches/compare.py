@@ -1,0 +1,204 @@
+"""shoal against its peers on the same data, in one run; prints ratios (shoal time / peer time).
+
+    .venv/bin/python benches/compare.py [--rows 1000000] [--upsert-rows 100000] [--repeat 3]
+
+Peers: pyarrow.dataset.write_dataset (bulk insert), deltalake merge (upsert), hudi-rs and
+pyarrow (snapshot read). Each measurement is the best of ``--repeat`` runs on fresh copies.
+Install the peers with ``SHOAL_EXTRAS=bench bash .ci/setup``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.dataset as ds
+from rich.console import Console
+from rich.table import Table as RichTable
+
+import shoal
+
+console = Console()
+
+
+def make_data(n: int, seed: int = 42, key_offset: int = 0) -> pa.Table:
+    """key, partition of 10 values, ordering field, 6 payload columns."""
+    rng = np.random.default_rng(seed)
+    keys = [
+        str(uuid.UUID(int=int(x) << 64 | (i + key_offset)))
+        for i, x in enumerate(rng.integers(0, 2**63, n, dtype=np.int64))
+    ]
+    return pa.table(
+        {
+            "key": pa.array(keys),
+            "part": pa.array([f"p{int(x)}" for x in rng.integers(0, 10, n)]),
+            "ts": pa.array(rng.integers(0, 1_000_000, n), pa.int64()),
+            "f1": pa.array(rng.random(n)),
+            "f2": pa.array(rng.random(n)),
+            "i1": pa.array(rng.integers(0, 1 << 40, n), pa.int64()),
+            "i2": pa.array(rng.integers(0, 1 << 20, n), pa.int64()),
+            "s1": pa.array([f"name-{int(x)}" for x in rng.integers(0, 100_000, n)]),
+            "s2": pa.array([f"city-{int(x)}" for x in rng.integers(0, 1_000, n)]),
+        }
+    )
+
+
+def make_upsert(base: pa.Table, n: int, seed: int = 7) -> pa.Table:
+    """Half updates of existing keys (newer ts), half new keys."""
+    rng = np.random.default_rng(seed)
+    upd_idx = rng.choice(base.num_rows, n // 2, replace=False)
+    updates = base.take(pa.array(upd_idx))
+    updates = updates.set_column(
+        updates.column_names.index("ts"), "ts", pa.array(np.full(updates.num_rows, 2_000_000), pa.int64())
+    )
+    updates = updates.set_column(
+        updates.column_names.index("f1"), "f1", pa.array(rng.random(updates.num_rows))
+    )
+    inserts = make_data(n - n // 2, seed=seed + 1, key_offset=10**9)
+    return pa.concat_tables([updates, inserts])
+
+
+def timed(fn: Callable[[], object], setup: Callable[[], None] | None, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        if setup:
+            setup()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--upsert-rows", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out", default="benches/results/compare.json")
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="shoal-bench-"))
+    data = make_data(args.rows)
+    upsert = make_upsert(data, args.upsert_rows)
+    results: dict[str, float] = {}
+    console.rule(f"{args.rows:,} rows, upsert of {args.upsert_rows:,} (half updates)")
+
+    # -- bulk insert ------------------------------------------------------------------------
+    def fresh_dir(name: str) -> Path:
+        p = work / name
+        shutil.rmtree(p, ignore_errors=True)
+        return p
+
+    def shoal_bulk() -> None:
+        t = shoal.Table.create(
+            str(work / "shoal_bulk"), name="bench", record_key="key", partition_by="part", ordering_field="ts"
+        )
+        t.bulk_insert(data)
+
+    results["bulk_insert.shoal"] = timed(shoal_bulk, lambda: fresh_dir("shoal_bulk") and None, args.repeat)
+    results["bulk_insert.pyarrow"] = timed(
+        lambda: ds.write_dataset(
+            data,
+            work / "pa_bulk",
+            format="parquet",
+            partitioning=["part"],
+            partitioning_flavor="hive",
+            existing_data_behavior="overwrite_or_ignore",
+        ),
+        lambda: fresh_dir("pa_bulk") and None,
+        args.repeat,
+    )
+
+    # -- upsert -----------------------------------------------------------------------------
+    base_shoal = work / "shoal_base"
+    t = shoal.Table.create(
+        str(base_shoal), name="bench", record_key="key", partition_by="part", ordering_field="ts"
+    )
+    t.bulk_insert(data)
+
+    def copy_shoal() -> None:
+        shutil.rmtree(work / "shoal_upsert", ignore_errors=True)
+        shutil.copytree(base_shoal, work / "shoal_upsert")
+
+    results["upsert.shoal"] = timed(
+        lambda: shoal.Table(str(work / "shoal_upsert")).upsert(upsert), copy_shoal, args.repeat
+    )
+    try:
+        import deltalake
+
+        base_delta = work / "delta_base"
+        deltalake.write_deltalake(str(base_delta), data, partition_by=["part"])
+
+        def copy_delta() -> None:
+            shutil.rmtree(work / "delta_upsert", ignore_errors=True)
+            shutil.copytree(base_delta, work / "delta_upsert")
+
+        def delta_merge() -> None:
+            dt = deltalake.DeltaTable(str(work / "delta_upsert"))
+            (
+                dt.merge(
+                    upsert, predicate="t.key = s.key AND t.part = s.part", source_alias="s", target_alias="t"
+                )
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute()
+            )
+
+        results["upsert.deltalake"] = timed(delta_merge, copy_delta, args.repeat)
+    except ImportError:
+        console.print("deltalake not installed: skipping the upsert comparison")
+
+    # -- snapshot read ----------------------------------------------------------------------
+    copy_shoal()
+    shoal.Table(str(work / "shoal_upsert")).upsert(upsert)
+    results["read.shoal"] = timed(lambda: shoal.Table(str(work / "shoal_upsert")).read(), None, args.repeat)
+    results["read.pyarrow"] = timed(
+        lambda: ds.dataset(work / "pa_bulk", format="parquet", partitioning="hive").to_table(),
+        None,
+        args.repeat,
+    )
+    try:
+        from hudi import HudiTableBuilder
+
+        results["read.hudi-rs"] = timed(
+            lambda: HudiTableBuilder.from_base_uri(str(work / "shoal_upsert")).build().read(),
+            None,
+            args.repeat,
+        )
+    except ImportError:
+        console.print("hudi not installed: skipping hudi-rs")
+
+    ratios = {
+        "bulk_insert: shoal / pyarrow.write_dataset": ("bulk_insert.shoal", "bulk_insert.pyarrow", "<= 1.5"),
+        "upsert: shoal / deltalake merge": ("upsert.shoal", "upsert.deltalake", "<= 0.7"),
+        "snapshot read: shoal / hudi-rs": ("read.shoal", "read.hudi-rs", "-"),
+        "snapshot read: shoal / pyarrow dataset": ("read.shoal", "read.pyarrow", "-"),
+    }
+    table = RichTable(title="shoal vs peers (best of runs)")
+    for col in ("comparison", "shoal s", "peer s", "ratio", "target"):
+        table.add_column(col)
+    report = {"rows": args.rows, "upsert_rows": args.upsert_rows, "seconds": results, "ratios": {}}
+    for label, (ours, peer, target) in ratios.items():
+        if ours in results and peer in results:
+            ratio = results[ours] / results[peer]
+            report["ratios"][label] = ratio
+            table.add_row(label, f"{results[ours]:.3f}", f"{results[peer]:.3f}", f"{ratio:.2f}", target)
+    console.print(table)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    console.print(f"wrote {out}; median shoal time {statistics.median(results.values()):.3f}s")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
