@@ -6,6 +6,7 @@
 pub mod bloom;
 pub mod error;
 pub mod logformat;
+pub mod sizing;
 
 #[cfg(feature = "python")]
 mod bindings;
