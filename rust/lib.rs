@@ -3,9 +3,11 @@
 //! Each module maps to one Hudi concept; the PyO3 bindings live in `bindings` and are only
 //! compiled with the `python` feature so that `cargo test` and `cargo bench` need no Python.
 
+pub mod avro;
 pub mod bloom;
 pub mod error;
 pub mod logformat;
+pub mod merge;
 pub mod sizing;
 
 #[cfg(feature = "python")]
