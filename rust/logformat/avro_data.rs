@@ -50,10 +50,19 @@ fn content_prefix(content: &[u8]) -> Result<usize> {
         ));
     }
     let version = i32::from_be_bytes([content[0], content[1], content[2], content[3]]);
-    if version != CONTENT_VERSION {
-        return Err(Error::Unsupported(format!(
-            "Avro data block content version {version} (only 3 is supported)"
-        )));
+    match version {
+        CONTENT_VERSION => {}
+        // Real but ancient layouts (pre-0.6 writers).
+        1 | 2 => {
+            return Err(Error::Unsupported(format!(
+                "Avro data block content version {version} (only 3 is supported)"
+            )))
+        }
+        _ => {
+            return Err(Error::Corrupt(format!(
+                "Avro data block content version {version} is not a Hudi version"
+            )))
+        }
     }
     let count = i32::from_be_bytes([content[4], content[5], content[6], content[7]]);
     let count = usize::try_from(count)
@@ -81,7 +90,11 @@ pub fn decode_avro_data_content(
     writer_schema_json: &str,
     reader_schema_json: Option<&str>,
 ) -> Result<RecordBatch> {
-    let writer = Schema::parse(writer_schema_json)?;
+    // The writer schema comes from the file: if it does not parse, the file is damaged.
+    let writer = Schema::parse(writer_schema_json).map_err(|e| match e {
+        Error::InvalidArgument(m) => Error::Corrupt(format!("SCHEMA header: {m}")),
+        other => other,
+    })?;
     let reader = reader_schema_json.map(Schema::parse).transpose()?;
     let arrow_schema = Arc::new(record_to_arrow_schema(reader.as_ref().unwrap_or(&writer))?);
     let count = content_prefix(content)?;

@@ -214,11 +214,19 @@ pub fn decode_delete_content(content: &[u8]) -> Result<Vec<DeleteRecord>> {
         ));
     }
     let version = i32::from_be_bytes([content[0], content[1], content[2], content[3]]);
-    if version != CONTENT_VERSION {
+    match version {
+        CONTENT_VERSION => {}
         // Versions 1 and 2 hold Kryo-serialized Java objects.
-        return Err(Error::Unsupported(format!(
-            "delete block content version {version} (only 3 is supported)"
-        )));
+        1 | 2 => {
+            return Err(Error::Unsupported(format!(
+                "delete block content version {version} (only 3 is supported)"
+            )))
+        }
+        _ => {
+            return Err(Error::Corrupt(format!(
+                "delete block content version {version} is not a Hudi version"
+            )))
+        }
     }
     let len = i32::from_be_bytes([content[4], content[5], content[6], content[7]]);
     let payload = usize::try_from(len)

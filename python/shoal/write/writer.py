@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal import _native
-from shoal.config.table_config import MergeOrdering, TableConfig
+from shoal.config.table_config import MergeOrdering, TableConfig, TableType
 from shoal.config.write_config import (
     ALLOW_DUPLICATE_ON_INSERTS,
     BLOOM_DYNAMIC_MAX_ENTRIES,
@@ -22,6 +22,7 @@ from shoal.config.write_config import (
     COMBINE_BEFORE_DELETE,
     COMBINE_BEFORE_INSERT,
     COMBINE_BEFORE_UPSERT,
+    LOGFILE_MAX_SIZE,
     PARQUET_BLOCK_SIZE,
     PARQUET_COMPRESSION,
     PARQUET_MAX_FILE_SIZE,
@@ -48,6 +49,7 @@ from shoal.tasks.cow_write import (
     CowWriteSpec,
     run_cow_write,
 )
+from shoal.tasks.mor_append import LogAppendSpec, run_log_append
 from shoal.timeline.commit_metadata import NULL_COMMIT, CommitMetadata, WriteStat
 from shoal.timeline.instant import Action
 from shoal.timeline.timeline import Timeline
@@ -224,7 +226,7 @@ class Writer:
                 len(new_rows),
                 {fid: len(ix) for fid, ix in updates_by_file.items()},
                 slices,
-                allow_logs=True,
+                allow_logs=self.config.table_type != TableType.MERGE_ON_READ,
             )
             bucket_rows: dict[int, list[pa.Array]] = defaultdict(list)
             by_file = {assignment.buckets[i].file_id: i for i in range(first_bucket, len(assignment.buckets))}
@@ -283,21 +285,25 @@ class Writer:
         routed: list[tuple[int, pa.Array]],
         timeline: Timeline,
     ) -> WriteResult:
-        if self.config.table_type.value != "COPY_ON_WRITE":
-            raise UnsupportedError("writes to MERGE_ON_READ tables are not implemented yet")
+        mor = self.config.table_type == TableType.MERGE_ON_READ
+        if mor and timeline.pending_compactions():
+            raise UnsupportedError("writing while a compaction is pending is not implemented yet")
         instant_time = timeline.new_instant_time()
-        action = Action.COMMIT
+        action = Action.DELTA_COMMIT if mor else Action.COMMIT
         requested = timeline.create_requested(instant_time, action)
-        inflight = timeline.transition_to_inflight(
-            requested, self._workload_profile(assignment, operation).to_json()
-        )
+        profile = self._workload_profile(assignment, operation).to_json()
+        inflight = timeline.transition_to_inflight(requested, profile)
         event_time = self.config.merge_ordering == MergeOrdering.EVENT_TIME
         opts = self._base_file_options()
         ordering = self.config.precombine_field
-        items = []
+        cow_items, log_items = [], []
         for task_id, (bucket_idx, rows) in enumerate(routed):
             bucket = assignment.buckets[bucket_idx]
             existing: FileSlice | None = bucket.existing
+            chunk = records.take(rows)
+            if mor and existing is not None and bucket.inserts == 0:
+                log_items.append((self._log_spec(instant_time, task_id, existing), chunk, self.storage))
+                continue
             old_base = existing.base_file.path if existing is not None and existing.base_file else None
             spec = CowWriteSpec(
                 base_uri=self.storage.base_uri,
@@ -311,10 +317,11 @@ class Writer:
                 event_time_ordering=event_time,
                 options=opts,
             )
-            items.append((spec, records.take(rows), self.storage))
+            cow_items.append((spec, chunk, self.storage))
         for partition in {assignment.buckets[b].partition_path for b, _ in routed}:
             ensure_partition_metadata(self.storage, partition, instant_time)
-        stats: list[WriteStat] = self.executor.map(run_cow_write, items)
+        stats: list[WriteStat] = self.executor.map(run_cow_write, cow_items)
+        stats += self.executor.map(run_log_append, log_items)
         metadata = CommitMetadata(operation_type=operation.value)
         for stat in stats:
             metadata.add_stat(stat)
@@ -330,6 +337,24 @@ class Writer:
         timeline.complete(inflight, metadata.to_json())
         delete_markers(self.storage, instant_time)
         return WriteResult(instant_time, operation, metadata)
+
+    def _log_spec(self, instant_time: str, task_id: int, existing: FileSlice) -> LogAppendSpec:
+        current = max(existing.log_files, key=lambda lf: lf.parsed.sort_key()) if existing.log_files else None
+        return LogAppendSpec(
+            base_uri=self.storage.base_uri,
+            instant=instant_time,
+            partition_path=existing.partition_path,
+            file_id=existing.file_id,
+            task_id=task_id,
+            base_instant=existing.base_instant,
+            base_file_name=existing.base_file.name if existing.base_file else "",
+            current_log_name=current.name if current else None,
+            current_log_version=current.version if current else 0,
+            current_log_size=current.size if current else 0,
+            max_log_size=self.wc.get(LOGFILE_MAX_SIZE),
+            table_name=self.config.table_name,
+            ordering_field=self.config.precombine_field,
+        )
 
     def _workload_profile(self, assignment: Assignment, operation: Operation) -> CommitMetadata:
         """The inflight file's content: inserts/updates per partition, as Hudi writes it."""
