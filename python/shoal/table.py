@@ -22,7 +22,8 @@ from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
 from shoal.keygen import KeyGenerator, key_generator_from_properties
 from shoal.read.filters import Filter, prune_partitions
-from shoal.read.snapshot import iter_batches, plan_slices, read_base_slice, unify
+from shoal.read.mor import MorSliceSpec, read_mor_slice
+from shoal.read.snapshot import SliceReadSpec, iter_batches, plan_slices, read_base_slice, unify
 from shoal.timeline.instant import Instant
 from shoal.timeline.instant_time import format_instant
 from shoal.timeline.timeline import Timeline
@@ -263,7 +264,7 @@ class Table:
         table as of that instant time (``yyyyMMddHHmmssSSS``) or datetime.
         """
         specs, schema = self._plan_read(columns, filters, as_of, query_type)
-        tables = self.executor.map(read_base_slice, [(s, self.storage) for s in specs])
+        tables = self.executor.map(_read_slice, [(s, self.storage) for s in specs])
         out = unify(tables, columns)
         if out.num_columns == 0 and schema is not None:
             return (
@@ -284,7 +285,7 @@ class Table:
         specs, schema = self._plan_read(columns, filters, as_of, query_type)
         footer_schemas = []
         for s in specs:
-            if s.base_file_path:
+            if s.base_file_path:  # a MOR slice's log records have the base schema or a newer one
                 with self.storage.open_input_file(s.base_file_path) as f:
                     footer_schemas.append(pq.read_schema(f))
         if footer_schemas:
@@ -294,7 +295,7 @@ class Table:
         if columns is not None:
             unified = pa.schema([unified.field(c) for c in columns if c in unified.names])
         unified = unified.remove_metadata()
-        tables = (read_base_slice(s, self.storage) for s in specs)
+        tables = (_read_slice(s, self.storage) for s in specs)
         return pa.RecordBatchReader.from_batches(unified, iter_batches(tables, unified))
 
     def _plan_read(
@@ -319,17 +320,34 @@ class Table:
             schema,
         )
         slices = [s for p in partitions for s in view.latest_file_slices(p)]
-        if (
-            self.config.table_type == TableType.MERGE_ON_READ
-            and qt == "snapshot"
-            and any(s.log_files for s in slices)
-        ):
-            from shoal.errors import UnsupportedError
-
-            raise UnsupportedError(
-                "snapshot reads of MERGE_ON_READ slices with log files are not implemented yet"
-            )
-        return plan_slices(self.storage.base_uri, slices, columns, filters), schema
+        merge = self.config.table_type == TableType.MERGE_ON_READ and qt == "snapshot"
+        base_slices = [s for s in slices if not (merge and s.log_files)]
+        specs: list[Any] = plan_slices(self.storage.base_uri, base_slices, columns, filters)
+        if merge:
+            completed = [
+                i.requested_time
+                for i in timeline.completed_data_instants()
+                if instant is None or i.requested_time <= instant
+            ]
+            event_time = self.config.merge_ordering == tc.MergeOrdering.EVENT_TIME
+            specs += [
+                MorSliceSpec(
+                    self.storage.base_uri,
+                    s.partition_path,
+                    s.file_id,
+                    s.base_file.path if s.base_file else None,
+                    tuple(lf.path for lf in s.log_files),
+                    tuple(completed),
+                    instant,
+                    self.config.precombine_field,
+                    event_time,
+                    tuple(columns) if columns is not None else None,
+                    tuple(tuple(f) for f in filters or ()),  # type: ignore[misc]
+                )
+                for s in slices
+                if s.log_files
+            ]
+        return specs, schema
 
     def _schema(self, timeline: Timeline) -> pa.Schema | None:
         avro = timeline.latest_schema() or self.config.create_schema
@@ -345,6 +363,12 @@ class Table:
 
     def __repr__(self) -> str:
         return f"Table({self.path!r}, name={self.name!r}, type={self.table_type})"
+
+
+def _read_slice(spec: SliceReadSpec | MorSliceSpec, storage: Storage) -> pa.Table:
+    if isinstance(spec, MorSliceSpec):
+        return read_mor_slice(spec, storage)
+    return read_base_slice(spec, storage)
 
 
 def _merge_ordering(value: str | None, ordering_field: str | None) -> tc.MergeOrdering:

@@ -1,0 +1,121 @@
+"""The merge-on-read append task: updates and deletes of one file group become an Avro data block
+and a delete block appended to the current log file of its latest slice (Hudi's append handle)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from shoal import _native
+from shoal.fs.markers import create_marker
+from shoal.fs.naming import LOG_BASE_VERSION, log_file_name, write_token
+from shoal.fs.storage import Storage
+from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_UPSERT
+from shoal.timeline.commit_metadata import WriteStat
+from shoal.write.base_file import avro_schema_for, with_meta_columns
+
+RECORD_KEY = "_hoodie_record_key"
+PARTITION_PATH = "_hoodie_partition_path"
+
+
+@dataclass(frozen=True)
+class LogAppendSpec:
+    """One file group's log append, as plain data."""
+
+    base_uri: str
+    instant: str
+    partition_path: str
+    file_id: str
+    task_id: int
+    base_instant: str
+    base_file_name: str
+    current_log_name: str | None
+    current_log_version: int
+    current_log_size: int
+    max_log_size: int
+    table_name: str
+    ordering_field: str | None
+    attempt: int = 0
+
+
+def run_log_append(spec: LogAppendSpec, records: pa.Table, storage: Storage | None = None) -> WriteStat:
+    """Appends the blocks and returns the delta write stat."""
+    started = time.monotonic()
+    storage = storage or Storage(spec.base_uri)
+    ops = records.column(OP_COLUMN)
+    upserts = records.filter(pc.equal(ops, OP_UPSERT)).drop_columns([OP_COLUMN])
+    deletes = records.filter(pc.not_equal(ops, OP_UPSERT))
+    blocks: list[bytes] = []
+    if upserts.num_rows:
+        # Log data blocks carry the file id, not a file name, in _hoodie_file_name.
+        data = with_meta_columns(upserts, spec.instant, spec.task_id, spec.file_id)
+        schema = avro_schema_for(data.schema, spec.table_name)
+        for batch in data.to_batches(max_chunksize=100_000):
+            blocks.append(_native.encode_avro_data_block(batch, schema, spec.instant))
+    hard = deletes.filter(pc.equal(deletes.column(OP_COLUMN), OP_HARD_DELETE))
+    soft = deletes.filter(pc.not_equal(deletes.column(OP_COLUMN), OP_HARD_DELETE))
+    if hard.num_rows:
+        blocks.append(_delete_block(hard, None, spec.instant))
+    if soft.num_rows:
+        blocks.append(_delete_block(soft, spec.ordering_field, spec.instant))
+    payload = b"".join(blocks)
+
+    append = (
+        spec.current_log_name is not None and storage.is_local and spec.current_log_size < spec.max_log_size
+    )
+    if append:
+        assert spec.current_log_name is not None
+        name, version, offset = spec.current_log_name, spec.current_log_version, spec.current_log_size
+    else:
+        version = spec.current_log_version + 1 if spec.current_log_name else LOG_BASE_VERSION
+        name = log_file_name(
+            spec.file_id, spec.base_instant, version, write_token(spec.task_id, 0, spec.attempt)
+        )
+        offset = 0
+    path = f"{spec.partition_path}/{name}" if spec.partition_path else name
+    create_marker(storage, spec.instant, path, "APPEND")
+    full = storage.full_path(path)
+    if append:
+        with open(full, "ab") as f:
+            f.write(payload)
+    else:
+        storage.write_bytes(path, payload)
+    size = storage.size(path)
+    return WriteStat(
+        fileId=spec.file_id,
+        path=path,
+        prevCommit=spec.base_instant,
+        numWrites=upserts.num_rows,
+        numDeletes=deletes.num_rows,
+        numUpdateWrites=upserts.num_rows,
+        numInserts=0,
+        totalWriteBytes=len(payload),
+        partitionPath=spec.partition_path,
+        totalLogRecords=upserts.num_rows + deletes.num_rows,
+        totalLogBlocks=len(blocks),
+        fileSizeInBytes=size,
+        runtimeStats={
+            "totalScanTime": 0,
+            "totalUpsertTime": int((time.monotonic() - started) * 1000),
+            "totalCreateTime": 0,
+        },
+        logVersion=version,
+        logOffset=offset,
+        baseFile=spec.base_file_name,
+        logFiles=[name],
+    )
+
+
+def _delete_block(deletes: pa.Table, ordering_field: str | None, instant: str) -> bytes:
+    """A delete block. Without an ordering field the entries get Hudi's default ``IntWrapper(0)``,
+    which means "always applies" (the delete operation); ``_hoodie_is_deleted`` rows carry their
+    ordering value so that event-time merging lets a newer record survive them."""
+    keys = deletes.column(RECORD_KEY).combine_chunks()
+    partitions = deletes.column(PARTITION_PATH).combine_chunks()
+    ordering = None
+    if ordering_field and ordering_field in deletes.column_names:
+        ordering = deletes.column(ordering_field).combine_chunks()
+    return _native.encode_delete_block(keys, partitions, ordering, instant)
