@@ -161,10 +161,11 @@ impl PyLogBlock {
         reader_schema_json: Option<&str>,
     ) -> PyResult<Bound<'py, PyAny>> {
         self.expect_type(BlockType::AvroData, "records")?;
-        let schema = self
-            .block
-            .header_value(HeaderKey::Schema)
-            .ok_or_else(|| to_py_err(Error::Corrupt("Avro data block has no SCHEMA header".into())))?;
+        let schema = self.block.header_value(HeaderKey::Schema).ok_or_else(|| {
+            to_py_err(Error::Corrupt(
+                "Avro data block has no SCHEMA header".into(),
+            ))
+        })?;
         let content = self.content_bytes();
         let batch = py
             .detach(|| decode_avro_data_content(content, schema, reader_schema_json))
@@ -344,14 +345,21 @@ fn load_files(py: Python<'_>, files: &[Bound<'_, PyAny>]) -> PyResult<Vec<Arc<[u
     let read = py.detach(|| {
         paths
             .into_iter()
-            .map(|(i, p)| std::fs::read(&p).map(|d| (i, Arc::<[u8]>::from(d))).map_err(|e| (p, e)))
+            .map(|(i, p)| {
+                std::fs::read(&p)
+                    .map(|d| (i, Arc::<[u8]>::from(d)))
+                    .map_err(|e| (p, e))
+            })
             .collect::<Result<Vec<_>, _>>()
     });
     let read = read.map_err(|(p, e)| pyo3::exceptions::PyOSError::new_err(format!("{p}: {e}")))?;
     for (i, d) in read {
         out[i] = Some(d);
     }
-    Ok(out.into_iter().map(|d| d.expect("every slot filled")).collect())
+    Ok(out
+        .into_iter()
+        .map(|d| d.expect("every slot filled"))
+        .collect())
 }
 
 /// Reads a log file from a path and splits it into blocks (see ``read_log_blocks``).
