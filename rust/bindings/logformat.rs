@@ -19,25 +19,7 @@ use crate::logformat::reader::read_blocks;
 use crate::logformat::scanner::{scan_log_files as core_scan, ScanOptions};
 use crate::logformat::{BlockType, LogBlock};
 
-/// Raises a core error as the matching `shoal.errors` class (CorruptDataError,
-/// InvalidArgumentError, UnsupportedError), so Python callers catch one hierarchy.
-fn to_py_err(e: Error) -> PyErr {
-    let (class, message) = match &e {
-        Error::Corrupt(m) => ("CorruptDataError", m.clone()),
-        Error::InvalidArgument(m) => ("InvalidArgumentError", m.clone()),
-        Error::Unsupported(m) => ("UnsupportedError", m.clone()),
-    };
-    Python::attach(|py| {
-        match py
-            .import("shoal.errors")
-            .and_then(|m| m.getattr(class))
-            .and_then(|c| c.call1((message,)))
-        {
-            Ok(exc) => PyErr::from_value(exc),
-            Err(import_failed) => import_failed,
-        }
-    })
-}
+use super::errors::to_py_err;
 
 /// One block of a log file, holding its file's bytes so content decodes lazily.
 #[pyclass(name = "LogBlock", module = "shoal._native", frozen)]
