@@ -2,14 +2,20 @@
 
 use pyo3::prelude::*;
 
+mod avro;
+mod bloom;
 mod errors;
 mod logformat;
 mod merge;
+mod sizing;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    avro::register(m)?;
+    bloom::register(m)?;
     logformat::register(m)?;
     merge::register(m)?;
+    sizing::register(m)?;
     Ok(())
 }
