@@ -1,0 +1,31 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+FIXTURES_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "hudi-java"
+
+
+@pytest.fixture
+def fixture_table(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """``fixture_table(name)`` unzips ``shared/fixtures/hudi-java/<name>.zip`` into a fresh temp
+    directory and returns the table directory (the one holding ``.hoodie/``), ignoring the
+    ``__MACOSX`` resource-fork entries the zips carry. Skips the test when the zip is absent."""
+
+    def unzip(name: str) -> Path:
+        src = FIXTURES_DIR / f"{name}.zip"
+        if not src.is_file():
+            pytest.skip(f"fixture {src} not found")
+        dest = tmp_path_factory.mktemp(name)
+        with zipfile.ZipFile(src) as z:
+            z.extractall(dest, [m for m in z.namelist() if not m.startswith("__MACOSX")])
+        roots = [p.parent.parent for p in dest.glob("*/.hoodie/hoodie.properties")]
+        assert len(roots) == 1, f"{name}: expected one table root, found {roots}"
+        return roots[0]
+
+    return unzip
