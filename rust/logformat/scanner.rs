@@ -86,7 +86,11 @@ pub fn scan_log_files(files: &[&[u8]], options: &ScanOptions) -> ScanResult {
                 queue.push(ScannedBlock { file_index, block });
                 continue;
             }
-            let instant = block.instant_time().unwrap_or("").to_string();
+            let Some(instant) = block.instant_time().map(str::to_string) else {
+                // Java cannot process a block without an instant (it fails on the missing
+                // header); we drop it rather than guess when it was written.
+                continue;
+            };
             if options
                 .max_instant
                 .as_deref()
@@ -216,6 +220,15 @@ mod tests {
             instants(&scan_log_files(&[&f], &opts)),
             vec![(0, "003".into())]
         );
+    }
+
+    #[test]
+    fn blocks_without_an_instant_are_dropped() {
+        let mut f = encode_block(BlockType::AvroData, &[], b"x", &[]).unwrap();
+        f.extend(block(BlockType::AvroData, "002"));
+        let r = scan_log_files(&[&f], &completed(&["001", "002"]));
+        assert_eq!(instants(&r), vec![(0, "002".into())]);
+        assert_eq!(r.total_blocks, 2);
     }
 
     #[test]
