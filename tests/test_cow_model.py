@@ -90,8 +90,14 @@ def _run_sequence(tmp_path, seed: int, partitioned: bool, steps: int) -> None:
         record_key="id",
         partition_by="city" if partitioned else None,
         ordering_field="ts",
-        # Tiny files so that small-file packing and several file groups per partition happen.
-        options={"hoodie.parquet.max.file.size": "40000", "hoodie.parquet.small.file.limit": "20000"},
+        # Tiny files (and blooms sized for them) so that small-file packing and several file
+        # groups per partition both happen.
+        options={
+            "hoodie.parquet.max.file.size": "6000",
+            "hoodie.parquet.small.file.limit": "4500",
+            "hoodie.index.bloom.num_entries": "200",
+            "hoodie.bloom.index.filter.dynamic.max.entries": "400",
+        },
     )
     model = Model(partitioned)
     city_of: dict[int, str] = {}

@@ -265,7 +265,7 @@ class Table:
         """
         specs, schema = self._plan_read(columns, filters, as_of, query_type)
         tables = self.executor.map(_read_slice, [(s, self.storage) for s in specs])
-        out = unify(tables, columns)
+        out = self._without_unpopulated_meta(unify(tables, columns))
         if out.num_columns == 0 and schema is not None:
             return (
                 schema.empty_table()
@@ -295,6 +295,8 @@ class Table:
         if columns is not None:
             unified = pa.schema([unified.field(c) for c in columns if c in unified.names])
         unified = unified.remove_metadata()
+        if not self.config.populate_meta_fields:
+            unified = pa.schema([f for f in unified if f.name not in META_COLUMNS])
         tables = (_read_slice(s, self.storage) for s in specs)
         return pa.RecordBatchReader.from_batches(unified, iter_batches(tables, unified))
 
@@ -348,6 +350,13 @@ class Table:
                 if s.log_files
             ]
         return specs, schema
+
+    def _without_unpopulated_meta(self, table: pa.Table) -> pa.Table:
+        """Tables written with ``hoodie.populate.meta.fields=false`` hold only nulls in the meta
+        columns (when present at all); like hudi-rs, leave them out."""
+        if self.config.populate_meta_fields:
+            return table
+        return table.select([c for c in table.column_names if c not in META_COLUMNS])
 
     def _schema(self, timeline: Timeline) -> pa.Schema | None:
         avro = timeline.latest_schema() or self.config.create_schema

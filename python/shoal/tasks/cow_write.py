@@ -100,8 +100,8 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
 def _drop_stale(records: pa.Table, old: pa.Table, ordering_field: str) -> pa.Table:
     """Event-time ordering: incoming upserts and soft deletes whose ordering value is lower than
     the stored record's lose and are dropped; hard deletes always apply."""
-    if ordering_field not in old.column_names:
-        return records
+    if ordering_field not in old.column_names or ordering_field not in records.column_names:
+        return records  # hard deletes carry no ordering value: they always apply
     n = records.num_rows
     inc = pa.table(
         {

@@ -75,16 +75,19 @@ def write_base_file(storage: Storage, path: str, data: pa.Table, opts: BaseFileO
             meta[BLOOM_FILTER_TYPE_KEY] = "DYNAMIC_V0"
     meta["parquet.avro.schema"] = avro_schema_for(data.schema, opts.table_name)
     meta["writer.model.name"] = "avro"
-    table = data.replace_schema_metadata(meta)
-    avg_row = max(1, table.nbytes // max(1, table.num_rows))
+    avg_row = max(1, data.nbytes // max(1, data.num_rows))
     storage.makedirs(path.rsplit("/", 1)[0] if "/" in path else "")
-    with storage.fs.open_output_stream(storage.full_path(path)) as out:
-        pq.write_table(
-            table,
+    with (
+        storage.fs.open_output_stream(storage.full_path(path)) as out,
+        pq.ParquetWriter(
             out,
+            data.schema.remove_metadata(),
             compression=None if opts.compression == "none" else opts.compression,
-            row_group_size=max(1, opts.row_group_bytes // avg_row),
             data_page_size=opts.page_size,
+            # No ARROW:schema blob: the footer carries what Hudi readers look for, nothing else.
             store_schema=False,
-        )
+        ) as writer,
+    ):
+        writer.write_table(data, row_group_size=max(1, opts.row_group_bytes // avg_row))
+        writer.add_key_value_metadata(meta)
     return storage.size(path)

@@ -83,18 +83,21 @@ def dedup_by_key(data: pa.Table, ordering_field: str | None) -> pa.Table:
     if pc.count_distinct(keys).as_py() == data.num_rows:
         return data
     group = pc.binary_join_element_wise(partitions, keys, "\x00") if len(pc.unique(partitions)) > 1 else keys
-    sort_keys = [("__group", "ascending")]
     work = data.append_column("__group", group)
+    sort_keys = [("__group", "ascending")]
     if ordering_field:
-        sort_keys.append((ordering_field, "ascending"))
+        # Nulls rank lowest: sort on validity first, so placement of nulls never matters.
+        work = work.append_column("__valid", pc.is_valid(work.column(ordering_field)))
+        sort_keys += [("__valid", "ascending"), (ordering_field, "ascending")]
     # Arrow's sort is stable, so within equal ordering values the later input row ends up last.
-    indices = pc.sort_indices(work, sort_keys=sort_keys, null_placement="at_start")
+    indices = pc.sort_indices(work, sort_keys=sort_keys)
     ordered = work.take(indices)
     g = ordered.column("__group").combine_chunks()
     n = len(g)
     is_last = pc.not_equal(g.slice(0, n - 1), g.slice(1))
     mask = pa.concat_arrays([is_last, pa.array([True])])
-    return ordered.filter(mask).drop_columns(["__group"])
+    helpers = [c for c in ("__group", "__valid") if c in ordered.column_names]
+    return ordered.filter(mask).drop_columns(helpers)
 
 
 def validate_keys(keys: pa.ChunkedArray) -> None:
