@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from shoal import _native as native
-from shoal.errors import CorruptDataError, InvalidArgumentError
+from shoal.errors import CorruptDataError, InvalidArgumentError, UnsupportedError
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 LOG_FIXTURES = SHARED / "log-files"
@@ -279,6 +279,8 @@ def test_every_log_file_of_mor_fixtures_decodes(tmp_path, name):
                 # The metadata table's HFile blocks are surfaced, not decoded.
                 assert block.block_type == "HFILE_DATA_BLOCK" and in_metadata_table
                 assert len(block.content()) > 0
+                with pytest.raises(UnsupportedError):
+                    block.records()
 
 
 FARE_UPDATES = {

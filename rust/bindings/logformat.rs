@@ -43,14 +43,23 @@ impl PyLogBlock {
     }
 
     fn expect_type(&self, wanted: BlockType, what: &str) -> PyResult<()> {
-        if self.block.block_type != wanted {
-            return Err(to_py_err(Error::InvalidArgument(format!(
-                "{what}() needs a {} but this is a {}",
-                wanted.name(),
-                self.block.block_type.name()
-            ))));
+        let got = self.block.block_type;
+        if got == wanted {
+            return Ok(());
         }
-        Ok(())
+        let message = format!(
+            "{what}() needs a {} but this is a {}",
+            wanted.name(),
+            got.name()
+        );
+        // HFile and CDC blocks hold records we do not decode (yet): say so, rather than
+        // blaming the caller, and point at the raw bytes.
+        Err(to_py_err(match got {
+            BlockType::HFileData | BlockType::CdcData => {
+                Error::Unsupported(format!("{message}; content() returns its raw bytes"))
+            }
+            _ => Error::InvalidArgument(message),
+        }))
     }
 }
 
