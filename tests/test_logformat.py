@@ -849,3 +849,18 @@ def test_scanner_rollbacks_and_uncommitted_instants():
     # Known inflight instants never count.
     got = native.scan_log_files([f1, f3], completed, inflight_instants=["002", "003"])
     assert [b.instant_time for b in got] == ["005", "006", "007"]
+
+
+def test_encoders_accept_tables_and_chunked_arrays():
+    schema = json.dumps({"type": "record", "name": "r", "fields": [{"name": "k", "type": "string"}]})
+    table = pa.Table.from_batches(
+        [pa.record_batch({"k": pa.array(["a", "b"])}), pa.record_batch({"k": pa.array(["c"])})]
+    )
+    from_table = native.encode_avro_data_block(table, schema, "1")
+    from_batch = native.encode_avro_data_block(pa.record_batch({"k": pa.array(["a", "b", "c"])}), schema, "1")
+    assert from_table == from_batch
+    keys = pa.chunked_array([["a"], ["b", "c"]])
+    parts = pa.chunked_array([[], ["p", "p", "p"]], pa.string())
+    assert native.encode_delete_block(keys, parts, None, "1") == native.encode_delete_block(
+        pa.array(["a", "b", "c"]), pa.array(["p"] * 3), None, "1"
+    )

@@ -126,19 +126,19 @@ class LogBlock:
         10 time64[us], 11 timestamp[us, UTC])."""
 
 def encode_avro_data_block(
-    batch: pa.RecordBatch | Any,
+    batch: pa.RecordBatch | pa.Table | Any,
     schema_json: str,
     instant_time: str,
     header: dict[str, str] | None = None,
 ) -> bytes:
-    """An AVRO_DATA_BLOCK of the batch's rows as Avro datums of ``schema_json`` (columns matched
-    by name). Header: INSTANT_TIME, SCHEMA, unless ``header`` (ordered, Hudi key names) places
+    """An AVRO_DATA_BLOCK of the rows (a batch, or all batches of a table) as Avro datums of
+    ``schema_json`` (columns matched by name). Header: INSTANT_TIME, SCHEMA, unless ``header`` (ordered, Hudi key names) places
     keys first or adds more; its values for those keys must equal the arguments."""
 
 def encode_delete_block(
-    record_keys: pa.Array | Any,
-    partition_paths: pa.Array | Any,
-    ordering_values: pa.Array | Any | None,
+    record_keys: pa.Array | pa.ChunkedArray | Any,
+    partition_paths: pa.Array | pa.ChunkedArray | Any,
+    ordering_values: pa.Array | pa.ChunkedArray | Any | None,
     instant_time: str,
     schema_json: str | None = None,
     header: dict[str, str] | None = None,

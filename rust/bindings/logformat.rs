@@ -2,10 +2,12 @@
 
 use std::sync::Arc;
 
+use arrow_array::{Array, ArrayRef, RecordBatch};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use pyo3_arrow::{PyArray, PyRecordBatch};
+use pyo3_arrow::input::{AnyArray, AnyRecordBatch};
+use pyo3_arrow::PyRecordBatch;
 
 use crate::error::Error;
 use crate::logformat::avro_data::{
@@ -220,7 +222,33 @@ fn build_header(
     Ok(out)
 }
 
-/// Encodes an AVRO_DATA_BLOCK (log format 1, content version 3) from a record batch.
+/// One array from a pyarrow Array or ChunkedArray (chunks concatenated).
+fn one_array(input: AnyArray) -> PyResult<ArrayRef> {
+    let (chunks, field) = input.into_chunked_array()?.into_inner();
+    match chunks.len() {
+        0 => Ok(arrow_array::new_empty_array(field.data_type())),
+        1 => Ok(chunks.into_iter().next().expect("one chunk")),
+        _ => {
+            let refs: Vec<&dyn Array> = chunks.iter().map(|c| c.as_ref()).collect();
+            arrow_select::concat::concat(&refs)
+                .map_err(|e| to_py_err(Error::InvalidArgument(e.to_string())))
+        }
+    }
+}
+
+/// One batch from a pyarrow RecordBatch, Table or reader (batches concatenated).
+fn one_batch(input: AnyRecordBatch) -> PyResult<RecordBatch> {
+    let reader = input.into_reader()?;
+    let schema = reader.schema();
+    let batches = reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| to_py_err(Error::InvalidArgument(e.to_string())))?;
+    arrow_select::concat::concat_batches(&schema, &batches)
+        .map_err(|e| to_py_err(Error::InvalidArgument(e.to_string())))
+}
+
+/// Encodes an AVRO_DATA_BLOCK (log format 1, content version 3) from a record batch (or a
+/// table / batch reader, whose rows all go into the one block).
 ///
 /// Each row becomes one Avro binary datum of ``schema_json`` (an Avro record whose fields
 /// are matched to batch columns by name; nullable fields may be missing). The header is
@@ -230,7 +258,7 @@ fn build_header(
 #[pyo3(signature = (batch, schema_json, instant_time, header = None))]
 fn encode_avro_data_block<'py>(
     py: Python<'py>,
-    batch: PyRecordBatch,
+    batch: AnyRecordBatch,
     schema_json: &str,
     instant_time: &str,
     header: Option<&Bound<'py, PyDict>>,
@@ -242,7 +270,7 @@ fn encode_avro_data_block<'py>(
         ],
         header,
     )?;
-    let batch = batch.into_inner();
+    let batch = one_batch(batch)?;
     let bytes = py
         .detach(|| core_encode_avro(&batch, schema_json, &header))
         .map_err(to_py_err)?;
@@ -259,9 +287,9 @@ fn encode_avro_data_block<'py>(
 #[pyo3(signature = (record_keys, partition_paths, ordering_values, instant_time, schema_json = None, header = None))]
 fn encode_delete_block<'py>(
     py: Python<'py>,
-    record_keys: PyArray,
-    partition_paths: PyArray,
-    ordering_values: Option<PyArray>,
+    record_keys: AnyArray,
+    partition_paths: AnyArray,
+    ordering_values: Option<AnyArray>,
     instant_time: &str,
     schema_json: Option<&str>,
     header: Option<&Bound<'py, PyDict>>,
@@ -271,9 +299,9 @@ fn encode_delete_block<'py>(
         defined.push((HeaderKey::Schema, s.to_string()));
     }
     let header = build_header(defined, header)?;
-    let keys = record_keys.into_inner().0;
-    let parts = partition_paths.into_inner().0;
-    let ordering = ordering_values.map(|o| o.into_inner().0);
+    let keys = one_array(record_keys)?;
+    let parts = one_array(partition_paths)?;
+    let ordering = ordering_values.map(one_array).transpose()?;
     let bytes = py
         .detach(|| core_encode_delete(keys.as_ref(), parts.as_ref(), ordering.as_deref(), &header))
         .map_err(to_py_err)?;
