@@ -6,9 +6,12 @@ import pyarrow as pa
 from hudi import HudiTableBuilder
 
 
-def hudi_rs_read(path: str, as_of: str | None = None) -> pa.Table:
-    """The snapshot hudi-rs returns for the table at ``path``."""
-    table = HudiTableBuilder.from_base_uri(path).build()
+def hudi_rs_read(path: str, as_of: str | None = None, read_optimized: bool = False) -> pa.Table:
+    """The snapshot (or read-optimized view) hudi-rs returns for the table at ``path``."""
+    builder = HudiTableBuilder.from_base_uri(path)
+    if read_optimized:
+        builder = builder.with_hudi_option("hoodie.read.use.read_optimized.mode", "true")
+    table = builder.build()
     if as_of is None:
         batches = table.read()
     else:

@@ -1,6 +1,10 @@
 //! The merge kernel of merge-on-read: decides, per record key, which version of a record
 //! survives a base file and the log entries appended after it (HUDI_FORMAT §9.5).
 //!
+//! It follows Apache Hudi's two phases, which hudi-rs implements too, so all three readers
+//! agree on any table: first the log entries of a key collapse oldest-first into one version
+//! (a record or a tombstone), then that version is merged with the base record.
+//!
 //! The kernel works on keys, ordering ranks and entry kinds only; callers build the merged
 //! Arrow batches with `filter`/`take`, so every column type is supported without copying
 //! records through Rust. Ordering values arrive as dense ranks (one integer scale for base and
@@ -53,17 +57,12 @@ pub struct MergeOutcome {
     pub log_take: Vec<u32>,
 }
 
+/// The collapsed log version of one key.
 #[derive(Clone, Copy)]
-enum Source {
-    Base,
-    Log(u32),
-    Tombstone,
-}
-
-#[derive(Clone, Copy)]
-struct Version {
-    source: Source,
-    /// None: an unconditional tombstone, which any later version replaces.
+struct LogVersion {
+    /// The winning log entry, or None for a tombstone.
+    entry: Option<u32>,
+    /// None: an unconditional tombstone (Hudi's default ordering value), beaten by any record.
     rank: Option<u64>,
 }
 
@@ -94,59 +93,60 @@ pub fn merge_records<'a>(
         ));
     }
     let event_time = mode == MergeMode::EventTime;
-    let mut state: HashMap<&'a str, Version> = HashMap::with_capacity(n_base + n_log);
-    let base_keys: Vec<&'a str> = base_keys.collect();
-    for (i, key) in base_keys.iter().enumerate() {
-        let rank = base_rank.map_or(Some(0), |r| Some(r[i]));
-        state.insert(
-            key,
-            Version {
-                source: Source::Base,
-                rank,
-            },
-        );
-    }
+
+    // Phase 1: collapse the log (Hudi's log scanner: preCombine for records, and deletes that
+    // only lose to a strictly greater record when they carry an ordering value).
+    let mut log: HashMap<&'a str, LogVersion> = HashMap::with_capacity(n_log);
     for (j, key) in log_keys.enumerate() {
         let kind = log_kinds[j];
         let rank = log_rank.map_or(0, |r| r[j]);
-        if kind != EntryKind::Delete && event_time {
-            if let Some(Version {
-                rank: Some(current),
-                ..
-            }) = state.get(key)
-            {
-                if *current > rank {
-                    continue; // a late version never replaces a newer one
-                }
-            }
-        }
-        let version = match kind {
-            EntryKind::Record => Version {
-                source: Source::Log(j as u32),
-                rank: Some(rank),
-            },
-            EntryKind::OrderedDelete => Version {
-                source: Source::Tombstone,
-                rank: Some(rank),
-            },
-            EntryKind::Delete => Version {
-                source: Source::Tombstone,
+        let current = log.get(key).copied();
+        let next = match (kind, current) {
+            (EntryKind::Delete, _) => LogVersion {
+                entry: None,
                 rank: None,
             },
+            (
+                _,
+                Some(LogVersion {
+                    rank: Some(cur), ..
+                }),
+            ) if event_time && cur > rank => continue,
+            (EntryKind::Record, _) => LogVersion {
+                entry: Some(j as u32),
+                rank: Some(rank),
+            },
+            (EntryKind::OrderedDelete, _) => LogVersion {
+                entry: None,
+                rank: Some(rank),
+            },
         };
-        state.insert(key, version);
+        log.insert(key, next);
     }
-    let base_keep = base_keys
-        .iter()
-        .map(|k| matches!(state.get(k).map(|v| v.source), Some(Source::Base)))
-        .collect();
-    let mut log_take: Vec<u32> = state
-        .values()
-        .filter_map(|v| match v.source {
-            Source::Log(j) => Some(j),
-            _ => None,
-        })
-        .collect();
+
+    // Phase 2: each base record against its key's collapsed log version.
+    let mut base_keep = Vec::with_capacity(n_base);
+    let mut superseded_by_base: Vec<&'a str> = Vec::new();
+    for (i, key) in base_keys.enumerate() {
+        let keep = match log.get(key) {
+            None => true,
+            Some(v) => match (v.rank, event_time) {
+                (None, _) | (_, false) => false,
+                (Some(log_rank), true) => {
+                    let base = base_rank.map_or(0, |r| r[i]);
+                    base > log_rank
+                }
+            },
+        };
+        if keep && log.contains_key(key) {
+            superseded_by_base.push(key);
+        }
+        base_keep.push(keep);
+    }
+    for key in superseded_by_base {
+        log.remove(key);
+    }
+    let mut log_take: Vec<u32> = log.values().filter_map(|v| v.entry).collect();
     log_take.sort_unstable();
     Ok(MergeOutcome {
         base_keep,
@@ -211,14 +211,27 @@ mod tests {
     }
 
     #[test]
-    fn hard_delete_always_applies_and_a_later_record_resurrects() {
+    fn hard_delete_always_applies_and_a_later_record_replaces_it_in_the_log() {
         let out = run(
             &[("a", 9), ("b", 9)],
-            &[("a", 0, Delete), ("b", 0, Delete), ("b", 1, Record)],
+            &[("a", 0, Delete), ("b", 0, Delete), ("b", 10, Record)],
             MergeMode::EventTime,
         );
         assert_eq!(out.base_keep, vec![false, false]);
         assert_eq!(out.log_take, vec![2]);
+    }
+
+    #[test]
+    fn two_phase_merge_forgets_a_hard_delete_followed_by_an_older_record() {
+        // As Hudi's log scanner and hudi-rs do: the log collapses to the record (rank 1), which
+        // then loses to the base version (rank 9).
+        let out = run(
+            &[("b", 9)],
+            &[("b", 0, Delete), ("b", 1, Record)],
+            MergeMode::EventTime,
+        );
+        assert_eq!(out.base_keep, vec![true]);
+        assert!(out.log_take.is_empty());
     }
 
     #[test]

@@ -235,8 +235,9 @@ def _ranks(
         else:
             pieces.append(ordering.cast(target) if ordering.type != target else ordering)
     allv = pa.concat_arrays(pieces)
-    ranks = pc.rank(allv, sort_keys="ascending", null_placement="at_start", tiebreaker="dense")
-    ranks = ranks.cast(pa.uint64())
+    # Dense ranks start at 1; nulls (ranked last by default) become 0, the lowest.
+    ranks = pc.rank(allv, sort_keys="ascending", tiebreaker="dense")
+    ranks = pc.if_else(pc.is_null(allv), pa.scalar(0, pa.uint64()), ranks.cast(pa.uint64()))
     return ranks.slice(0, n_base), ranks.slice(n_base)
 
 

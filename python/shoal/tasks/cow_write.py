@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 from shoal.fs.markers import create_marker
 from shoal.fs.naming import base_file_name, write_token
 from shoal.fs.storage import Storage
+from shoal.read.mor import MorSliceSpec, read_mor_slice
 from shoal.timeline.commit_metadata import NULL_COMMIT, WriteStat
 from shoal.write.base_file import BaseFileOptions, set_file_name, with_meta_columns, write_base_file
 
@@ -38,6 +39,8 @@ class CowWriteSpec:
     event_time_ordering: bool
     options: BaseFileOptions
     attempt: int = 0
+    # Merge-on-read: the slice to rewrite (base merged with its logs) instead of the base file.
+    old_slice: MorSliceSpec | None = None
 
 
 def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None = None) -> WriteStat:
@@ -46,11 +49,11 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
     storage = storage or Storage(spec.base_uri)
     name = base_file_name(spec.file_id, write_token(spec.task_id, 0, spec.attempt), spec.instant)
     path = f"{spec.partition_path}/{name}" if spec.partition_path else name
-    create_marker(storage, spec.instant, path, "MERGE" if spec.old_base_path else "CREATE")
+    rewrite = spec.old_base_path is not None or spec.old_slice is not None
+    create_marker(storage, spec.instant, path, "MERGE" if rewrite else "CREATE")
     ops = records.column(OP_COLUMN) if OP_COLUMN in records.column_names else None
-    if spec.old_base_path:
-        with storage.open_input_file(spec.old_base_path) as f:
-            old = pq.read_table(f)
+    if spec.old_base_path or spec.old_slice:
+        old = _read_old(spec, storage)
         if spec.event_time_ordering and spec.ordering_field:
             records = _drop_stale(records, old, spec.ordering_field)
             ops = records.column(OP_COLUMN) if OP_COLUMN in records.column_names else None
@@ -81,7 +84,7 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
     return WriteStat(
         fileId=spec.file_id,
         path=path,
-        prevCommit=spec.prev_commit if spec.old_base_path else NULL_COMMIT,
+        prevCommit=spec.prev_commit if rewrite else NULL_COMMIT,
         numWrites=out.num_rows,
         numDeletes=num_deletes_hit,
         numUpdateWrites=num_updates,
@@ -95,6 +98,14 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
             "totalCreateTime": 0,
         },
     )
+
+
+def _read_old(spec: CowWriteSpec, storage: Storage) -> pa.Table:
+    if spec.old_slice is not None:
+        return read_mor_slice(spec.old_slice, storage)
+    assert spec.old_base_path is not None
+    with storage.open_input_file(spec.old_base_path) as f:
+        return pq.read_table(f)
 
 
 def _drop_stale(records: pa.Table, old: pa.Table, ordering_field: str) -> pa.Table:

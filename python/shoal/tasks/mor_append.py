@@ -1,5 +1,11 @@
-"""The merge-on-read append task: updates and deletes of one file group become an Avro data block
-and a delete block appended to the current log file of its latest slice (Hudi's append handle)."""
+"""The merge-on-read append task: updates of one file group become Avro data blocks appended to
+the current log file of its latest slice (Hudi's append handle).
+
+Deletes are not written as delete blocks: Hudi's readers collapse a key's log entries before
+comparing with the base record, so under event-time ordering a delete followed by an older
+record would bring the deleted base version back. The writer instead routes file groups with
+deletes to a rewrite of their merged slice, which gives the same rows in every reader.
+"""
 
 from __future__ import annotations
 
@@ -13,12 +19,11 @@ from shoal import _native
 from shoal.fs.markers import create_marker
 from shoal.fs.naming import LOG_BASE_VERSION, log_file_name, write_token
 from shoal.fs.storage import Storage
-from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_UPSERT
+from shoal.tasks.cow_write import OP_COLUMN, OP_UPSERT
 from shoal.timeline.commit_metadata import WriteStat
 from shoal.write.base_file import avro_schema_for, with_meta_columns
 
 RECORD_KEY = "_hoodie_record_key"
-PARTITION_PATH = "_hoodie_partition_path"
 
 
 @dataclass(frozen=True)
@@ -46,8 +51,9 @@ def run_log_append(spec: LogAppendSpec, records: pa.Table, storage: Storage | No
     started = time.monotonic()
     storage = storage or Storage(spec.base_uri)
     ops = records.column(OP_COLUMN)
-    upserts = records.filter(pc.equal(ops, OP_UPSERT)).drop_columns([OP_COLUMN])
-    deletes = records.filter(pc.not_equal(ops, OP_UPSERT))
+    if not pc.all(pc.equal(ops, OP_UPSERT)).as_py():
+        raise ValueError("log appends take updates only; deletes go through a slice rewrite")
+    upserts = records.drop_columns([OP_COLUMN])
     blocks: list[bytes] = []
     if upserts.num_rows:
         # Log data blocks carry the file id, not a file name, in _hoodie_file_name.
@@ -55,12 +61,6 @@ def run_log_append(spec: LogAppendSpec, records: pa.Table, storage: Storage | No
         schema = avro_schema_for(data.schema, spec.table_name)
         for batch in data.to_batches(max_chunksize=100_000):
             blocks.append(_native.encode_avro_data_block(batch, schema, spec.instant))
-    hard = deletes.filter(pc.equal(deletes.column(OP_COLUMN), OP_HARD_DELETE))
-    soft = deletes.filter(pc.not_equal(deletes.column(OP_COLUMN), OP_HARD_DELETE))
-    if hard.num_rows:
-        blocks.append(_delete_block(hard, None, spec.instant))
-    if soft.num_rows:
-        blocks.append(_delete_block(soft, spec.ordering_field, spec.instant))
     payload = b"".join(blocks)
 
     append = (
@@ -89,12 +89,12 @@ def run_log_append(spec: LogAppendSpec, records: pa.Table, storage: Storage | No
         path=path,
         prevCommit=spec.base_instant,
         numWrites=upserts.num_rows,
-        numDeletes=deletes.num_rows,
+        numDeletes=0,
         numUpdateWrites=upserts.num_rows,
         numInserts=0,
         totalWriteBytes=len(payload),
         partitionPath=spec.partition_path,
-        totalLogRecords=upserts.num_rows + deletes.num_rows,
+        totalLogRecords=upserts.num_rows,
         totalLogBlocks=len(blocks),
         fileSizeInBytes=size,
         runtimeStats={
@@ -107,15 +107,3 @@ def run_log_append(spec: LogAppendSpec, records: pa.Table, storage: Storage | No
         baseFile=spec.base_file_name,
         logFiles=[name],
     )
-
-
-def _delete_block(deletes: pa.Table, ordering_field: str | None, instant: str) -> bytes:
-    """A delete block. Without an ordering field the entries get Hudi's default ``IntWrapper(0)``,
-    which means "always applies" (the delete operation); ``_hoodie_is_deleted`` rows carry their
-    ordering value so that event-time merging lets a newer record survive them."""
-    keys = deletes.column(RECORD_KEY).combine_chunks()
-    partitions = deletes.column(PARTITION_PATH).combine_chunks()
-    ordering = None
-    if ordering_field and ordering_field in deletes.column_names:
-        ordering = deletes.column(ordering_field).combine_chunks()
-    return _native.encode_delete_block(keys, partitions, ordering, instant)

@@ -41,6 +41,7 @@ from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bloom import BloomIndex
 from shoal.keygen import KeyGenerator
+from shoal.read.mor import MorSliceSpec
 from shoal.tasks.cow_write import (
     OP_COLUMN,
     OP_HARD_DELETE,
@@ -301,10 +302,14 @@ class Writer:
             bucket = assignment.buckets[bucket_idx]
             existing: FileSlice | None = bucket.existing
             chunk = records.take(rows)
-            if mor and existing is not None and bucket.inserts == 0:
+            has_deletes = not pc.all(pc.equal(chunk.column(OP_COLUMN), OP_UPSERT)).as_py()
+            if mor and existing is not None and bucket.inserts == 0 and not has_deletes:
                 log_items.append((self._log_spec(instant_time, task_id, existing), chunk, self.storage))
                 continue
             old_base = existing.base_file.path if existing is not None and existing.base_file else None
+            old_slice = None
+            if mor and existing is not None and existing.log_files:
+                old_slice = self._slice_spec(existing, timeline, event_time)
             spec = CowWriteSpec(
                 base_uri=self.storage.base_uri,
                 instant=instant_time,
@@ -316,6 +321,7 @@ class Writer:
                 ordering_field=ordering,
                 event_time_ordering=event_time,
                 options=opts,
+                old_slice=old_slice,
             )
             cow_items.append((spec, chunk, self.storage))
         for partition in {assignment.buckets[b].partition_path for b, _ in routed}:
@@ -337,6 +343,19 @@ class Writer:
         timeline.complete(inflight, metadata.to_json())
         delete_markers(self.storage, instant_time)
         return WriteResult(instant_time, operation, metadata)
+
+    def _slice_spec(self, existing: FileSlice, timeline: Timeline, event_time: bool) -> MorSliceSpec:
+        return MorSliceSpec(
+            base_uri=self.storage.base_uri,
+            partition_path=existing.partition_path,
+            file_id=existing.file_id,
+            base_file_path=existing.base_file.path if existing.base_file else None,
+            log_file_paths=tuple(lf.path for lf in existing.log_files),
+            completed_instants=tuple(i.requested_time for i in timeline.completed_data_instants()),
+            max_instant=None,
+            ordering_field=self.config.precombine_field,
+            event_time_ordering=event_time,
+        )
 
     def _log_spec(self, instant_time: str, task_id: int, existing: FileSlice) -> LogAppendSpec:
         current = max(existing.log_files, key=lambda lf: lf.parsed.sort_key()) if existing.log_files else None
