@@ -1,5 +1,5 @@
-"""Every copy-on-write table written by Apache Hudi (v6 and v8) reads in shoal with the rows
-hudi-rs returns for it."""
+"""Every table written by Apache Hudi (COW and MOR, table versions 6 and 8) reads in shoal with
+the rows hudi-rs returns for it: snapshot, read-optimized and time travel."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import shoal
 from tests.hudi_oracle import hudi_rs_read
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "hudi-java"
-COW_FIXTURES = sorted(p.stem for p in FIXTURES.glob("cow_*.zip"))
+ALL_FIXTURES = sorted(p.stem for p in FIXTURES.glob("*.zip"))
+MOR_FIXTURES = [n for n in ALL_FIXTURES if n.startswith("mor_")]
 
 
 def unzip_table(name: str, dest: Path) -> Path:
@@ -31,12 +32,21 @@ def _canonical(table, key_columns: list[str]):
     ]
 
 
-@pytest.mark.skipif(not COW_FIXTURES, reason="fixtures not found")
-@pytest.mark.parametrize("name", COW_FIXTURES)
-def test_cow_fixture_matches_hudi_rs(tmp_path, name):
-    path = str(unzip_table(name, tmp_path))
-    ours = shoal.Table(path).read()
-    theirs = hudi_rs_read(path)
+@pytest.mark.skipif(not ALL_FIXTURES, reason="fixtures not found")
+@pytest.mark.parametrize("name", ALL_FIXTURES)
+def test_fixture_snapshot_matches_hudi_rs(tmp_path, name):
+    _compare(str(unzip_table(name, tmp_path)), read_optimized=False)
+
+
+@pytest.mark.parametrize("name", MOR_FIXTURES)
+def test_mor_fixture_read_optimized_matches_hudi_rs(tmp_path, name):
+    _compare(str(unzip_table(name, tmp_path)), read_optimized=True)
+
+
+def _compare(path: str, read_optimized: bool) -> None:
+    query = "read_optimized" if read_optimized else "snapshot"
+    ours = shoal.Table(path).read(query_type=query)
+    theirs = hudi_rs_read(path, read_optimized=read_optimized)
     assert ours.num_rows == theirs.num_rows
     if theirs.num_rows == 0:
         return
@@ -53,8 +63,8 @@ def _sort_keys(table: shoal.Table, columns: list[str]) -> list[str]:
     return table.config.record_key_fields
 
 
-@pytest.mark.parametrize("name", [n for n in COW_FIXTURES if "empty" not in n])
-def test_cow_fixture_time_travel_to_first_commit(tmp_path, name):
+@pytest.mark.parametrize("name", [n for n in ALL_FIXTURES if "empty" not in n])
+def test_fixture_time_travel_to_first_commit(tmp_path, name):
     path = str(unzip_table(name, tmp_path))
     table = shoal.Table(path)
     first = table.timeline[0].time
