@@ -12,9 +12,25 @@ def marker_dir(instant: str) -> str:
     return f"{MARKER_DIR}/{instant}"
 
 
-def create_marker(storage: Storage, instant: str, data_file_path: str, io_type: str) -> None:
-    """Records that ``instant`` is about to write ``data_file_path`` (CREATE, MERGE or APPEND)."""
-    storage.write_bytes(f"{marker_dir(instant)}/{data_file_path}.marker.{io_type}", b"")
+def create_marker(
+    storage: Storage, instant: str, data_file_path: str, io_type: str, append_offset: int | None = None
+) -> None:
+    """Records that ``instant`` is about to write ``data_file_path`` (CREATE, MERGE or APPEND).
+
+    An APPEND marker holds the log file's size before the append (Java ignores marker
+    contents), so a rollback can cut a torn or uncommitted tail off and restore the file.
+    """
+    content = b"" if append_offset is None else str(append_offset).encode()
+    storage.write_bytes(f"{marker_dir(instant)}/{data_file_path}.marker.{io_type}", content)
+
+
+def append_offset(storage: Storage, instant: str, data_file_path: str) -> int | None:
+    """The pre-append size an APPEND marker recorded, or None when it recorded none."""
+    try:
+        text = storage.read_bytes(f"{marker_dir(instant)}/{data_file_path}.marker.APPEND").strip()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.isdigit() else None
 
 
 def list_marked_files(storage: Storage, instant: str) -> list[tuple[str, str]]:

@@ -8,13 +8,14 @@ timeline files (requested first, completed last).
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import defaultdict
 
 from shoal import _native
 from shoal.config.table_config import TableConfig
-from shoal.errors import InvalidArgumentError
-from shoal.fs.markers import delete_markers, list_marked_files
+from shoal.errors import InvalidArgumentError, UnsupportedError
+from shoal.fs.markers import append_offset, delete_markers, list_marked_files
 from shoal.fs.storage import Storage
 from shoal.schemas import load_schema
 from shoal.timeline.instant import Action, Instant, State
@@ -43,10 +44,17 @@ def rollback_instant(storage: Storage, config: TableConfig, timeline: Timeline, 
     rollback_time = timeline.new_instant_time()
     marked = list_marked_files(storage, target.requested_time)
     files_by_partition: dict[str, list[str]] = defaultdict(list)
+    appended: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for path, io_type in marked:
+        partition = path.rsplit("/", 1)[0] if "/" in path else ""
         if io_type in ("CREATE", "MERGE"):
-            partition = path.rsplit("/", 1)[0] if "/" in path else ""
             files_by_partition[partition].append(path)
+        elif io_type == "APPEND":
+            offset = append_offset(storage, target.requested_time, path)
+            if offset == 0:
+                files_by_partition[partition].append(path)  # the failed write created the file
+            elif offset is not None:
+                appended[partition].append((path, offset))
     if not marked:
         # No markers (e.g. a crash before the first marker, or a completed write whose markers
         # were cleaned): fall back to the files named by the commit metadata, then to a listing.
@@ -74,7 +82,9 @@ def rollback_instant(storage: Storage, config: TableConfig, timeline: Timeline, 
     inflight = timeline.transition_to_inflight(requested, b"")
     partition_metadata = {}
     total = 0
-    for partition, paths in sorted(files_by_partition.items()):
+    restored = _truncate_appends(storage, appended)
+    for partition in sorted(set(files_by_partition) | set(restored)):
+        paths = files_by_partition.get(partition, [])
         deleted, failed = [], []
         for p in paths:
             try:
@@ -91,7 +101,7 @@ def rollback_instant(storage: Storage, config: TableConfig, timeline: Timeline, 
             "successDeleteFiles": deleted,
             "failedDeleteFiles": failed,
             "rollbackLogFiles": None,
-            "logFilesFromFailedCommit": None,
+            "logFilesFromFailedCommit": restored.get(partition) or None,
         }
     metadata = {
         "startRollbackTime": rollback_time,
@@ -111,6 +121,27 @@ def rollback_instant(storage: Storage, config: TableConfig, timeline: Timeline, 
     timeline.delete_instant_files(target.requested_time)
     delete_markers(storage, target.requested_time)
     return rollback_time
+
+
+def _truncate_appends(
+    storage: Storage, appended: dict[str, list[tuple[str, int]]]
+) -> dict[str, dict[str, int]]:
+    """Cuts what a failed instant appended to existing log files (possibly a torn block) back
+    to the size recorded in its APPEND marker, so every reader sees the file as it was."""
+    restored: dict[str, dict[str, int]] = defaultdict(dict)
+    for partition, items in appended.items():
+        for path, offset in items:
+            full = storage.full_path(path)
+            try:
+                size = storage.size(path)
+            except FileNotFoundError:
+                continue
+            if size > offset:
+                if not storage.is_local:
+                    raise UnsupportedError(f"cannot truncate {path} on this storage")
+                os.truncate(full, offset)
+            restored[partition][full] = size
+    return restored
 
 
 def _files_of_instant(storage: Storage, timeline: Timeline, target: Instant) -> list[tuple[str, str]]:

@@ -76,7 +76,7 @@ def run_log_append(spec: LogAppendSpec, records: pa.Table, storage: Storage | No
         )
         offset = 0
     path = f"{spec.partition_path}/{name}" if spec.partition_path else name
-    create_marker(storage, spec.instant, path, "APPEND")
+    create_marker(storage, spec.instant, path, "APPEND", append_offset=offset)
     full = storage.full_path(path)
     if append:
         with open(full, "ab") as f:
