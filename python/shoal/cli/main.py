@@ -1,0 +1,135 @@
+"""``shoal <command> <table path>``: table info, timeline, file slices, rows, rollback, demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table as RichTable
+
+import shoal
+from shoal.errors import ShoalError
+
+console = Console()
+
+
+def _info(args: argparse.Namespace) -> int:
+    t = shoal.Table(args.path)
+    cfg = t.config
+    grid = RichTable(show_header=False, title=f"table {cfg.table_name}")
+    rows = [
+        ("path", t.path),
+        ("type", cfg.table_type.value),
+        ("table version", str(cfg.table_version)),
+        ("record key", ",".join(cfg.record_key_fields)),
+        ("partition fields", ",".join(cfg.partition_fields) or "(non-partitioned)"),
+        ("ordering field", cfg.precombine_field or "-"),
+        ("merge ordering", cfg.merge_ordering.value),
+        ("latest instant", t.latest_instant() or "-"),
+        ("file groups", str(len(t.file_slices()))),
+    ]
+    for k, v in rows:
+        grid.add_row(k, v)
+    console.print(grid)
+    return 0
+
+
+def _timeline(args: argparse.Namespace) -> int:
+    t = shoal.Table(args.path)
+    out = RichTable(title="timeline")
+    for col in ("instant", "action", "state", "completed at"):
+        out.add_column(col)
+    for inst in t.instants():
+        out.add_row(inst.requested_time, inst.action.value, inst.state.name, inst.completion_time or "")
+    console.print(out)
+    return 0
+
+
+def _files(args: argparse.Namespace) -> int:
+    t = shoal.Table(args.path)
+    out = RichTable(title="latest file slices")
+    for col in ("partition", "file id", "base instant", "base file bytes", "log files"):
+        out.add_column(col)
+    for s in t.file_slices(as_of=args.as_of):
+        out.add_row(
+            s.partition_path or "/",
+            s.file_id,
+            s.base_instant,
+            str(s.base_file.size) if s.base_file else "-",
+            str(len(s.log_files)),
+        )
+    console.print(out)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    t = shoal.Table(args.path)
+    columns = args.columns.split(",") if args.columns else None
+    data = t.read(columns=columns, as_of=args.as_of, query_type=args.query_type)
+    console.print(f"{data.num_rows} rows")
+    out = RichTable()
+    for name in data.column_names:
+        out.add_column(name)
+    for row in data.slice(0, args.limit).to_pylist():
+        out.add_row(*("" if v is None else str(v) for v in row.values()))
+    console.print(out)
+    return 0
+
+
+def _rollback(args: argparse.Namespace) -> int:
+    t = shoal.Table(args.path)
+    instant = t.rollback(args.instant)
+    console.print(f"rolled back the last commit as rollback instant {instant}")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from shoal.demo import main as demo_main
+
+    return demo_main([args.path] if args.path else [])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="shoal", description="Inspect and operate Hudi tables.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("info", help="table configuration and state")
+    p.add_argument("path")
+    p.set_defaults(fn=_info)
+    p = sub.add_parser("timeline", help="every instant on the active timeline")
+    p.add_argument("path")
+    p.set_defaults(fn=_timeline)
+    p = sub.add_parser("files", help="latest file slice of every file group")
+    p.add_argument("path")
+    p.add_argument("--as-of", default=None)
+    p.set_defaults(fn=_files)
+    p = sub.add_parser("show", help="print rows")
+    p.add_argument("path")
+    p.add_argument("--columns", default=None, help="comma-separated columns")
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--as-of", default=None)
+    p.add_argument("--query-type", default="snapshot", choices=["snapshot", "read_optimized"])
+    p.set_defaults(fn=_show)
+    p = sub.add_parser("rollback", help="roll back the latest commit")
+    p.add_argument("path")
+    p.add_argument("--instant", default=None, help="must be the latest commit")
+    p.set_defaults(fn=_rollback)
+    p = sub.add_parser("demo", help="run the demo pipeline")
+    p.add_argument("path", nargs="?", default=None)
+    p.set_defaults(fn=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``shoal`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args))
+    except ShoalError as e:
+        console.print(f"[red]{type(e).__name__}[/]: {e}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""The ``shoal`` command on a small table: every subcommand runs and reports what it should."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+import shoal
+from shoal.cli import main
+
+
+def _table(tmp_path) -> shoal.Table:
+    t = shoal.Table.create(
+        str(tmp_path / "t"), name="cli_t", record_key="id", partition_by="city", ordering_field="ts"
+    )
+    t.upsert(pa.table({"id": [1, 2], "city": ["a", "b"], "ts": [1, 1]}))
+    t.upsert(pa.table({"id": [2], "city": ["b"], "ts": [2]}))
+    return t
+
+
+def test_info_timeline_files_show(tmp_path, capsys):
+    t = _table(tmp_path)
+    assert main(["info", t.path]) == 0
+    out = capsys.readouterr().out
+    assert "cli_t" in out and "COPY_ON_WRITE" in out and "EVENT_TIME_ORDERING" in out
+    assert main(["timeline", t.path]) == 0
+    out = capsys.readouterr().out
+    assert out.count("COMPLETED") == 2
+    assert main(["files", t.path]) == 0
+    assert capsys.readouterr().out.count("cli_t") == 0  # files lists slices, not the name
+    assert main(["show", t.path, "--columns", "id,ts"]) == 0
+    assert "2 rows" in capsys.readouterr().out
+
+
+def test_rollback_and_errors(tmp_path, capsys):
+    t = _table(tmp_path)
+    assert main(["rollback", t.path]) == 0
+    assert sorted(t.read()["ts"].to_pylist()) == [1, 1]
+    assert main(["info", str(tmp_path / "missing")]) == 2
+    assert "TableNotFoundError" in capsys.readouterr().out
