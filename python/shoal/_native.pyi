@@ -168,3 +168,15 @@ def scan_log_files(
 ) -> list[LogBlock]:
     """The data and delete blocks of a file slice that count, oldest first: completed (or
     archived) instants only, rollbacks applied, stop after ``max_instant``, ``(start, end]``."""
+
+
+# -- merge-on-read kernel (rust/merge) ------------------------------------------------------
+def merge_records(
+    base_keys: pa.Array | Any,
+    base_rank: pa.Array | Any | None,
+    log_keys: pa.Array | Any,
+    log_rank: pa.Array | Any | None,
+    kinds: pa.Array | Any,
+    event_time: bool,
+) -> tuple[pa.BooleanArray, pa.UInt32Array]:
+    """Which base rows survive and which log entries are the final version of their key."""

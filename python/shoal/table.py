@@ -344,7 +344,7 @@ class Table:
                     self.config.precombine_field,
                     event_time,
                     tuple(columns) if columns is not None else None,
-                    tuple(tuple(f) for f in filters or ()),  # type: ignore[misc]
+                    tuple(tuple(f) for f in filters or ()),
                 )
                 for s in slices
                 if s.log_files

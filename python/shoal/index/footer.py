@@ -25,7 +25,7 @@ class KeyFooter:
 
     min_key: str | None
     max_key: str | None
-    bloom: _native.BloomFilter | None  # type: ignore[name-defined]
+    bloom: _native.BloomFilter | None
 
 
 class _FooterCache:

@@ -66,7 +66,7 @@ def read_mor_slice(spec: MorSliceSpec, storage: Storage | None = None) -> pa.Tab
         list(spec.completed_instants),
         spec.max_instant,
     )
-    record_tables: list[pa.Table] = []
+    record_tables: list[pa.Table | None] = []
     entries: list[tuple[pa.Array, pa.Array | None, pa.Array]] = []  # keys, ordering, kind
     n_records = 0
     for block in blocks:
@@ -91,7 +91,7 @@ def read_mor_slice(spec: MorSliceSpec, storage: Storage | None = None) -> pa.Tab
             ordering, kinds = _delete_ordering(deletes.column("ordering_value"), base, spec.ordering_field)
             entries.append((deletes.column("record_key"), ordering, kinds))
             # Deletes own no record row: pad the record stream with placeholders.
-            record_tables.append(None)  # type: ignore[arg-type]
+            record_tables.append(None)
     merged = _merge(base, record_tables, entries, spec)
     return _project(merged, spec.columns, spec.filters)
 
@@ -103,7 +103,7 @@ def _read_base(storage: Storage, path: str | None) -> pa.Table | None:
         return pq.read_table(f)
 
 
-def _block_records(block) -> pa.Table:  # type: ignore[no-untyped-def]
+def _block_records(block: _native.LogBlock) -> pa.Table:
     if block.block_type == "PARQUET_DATA_BLOCK":
         return pq.read_table(pa.BufferReader(block.content()))
     return pa.Table.from_batches([block.records()])
@@ -189,7 +189,8 @@ def _merge(
         base_keys, base_rank, log_keys, log_rank, kinds, spec.event_time_ordering
     )
     # Map the surviving log entries back to rows of the record tables (deletes own no rows).
-    starts, tables = [], []
+    starts: list[tuple[int, int, int]] = []
+    tables: list[pa.Table] = []
     pos = 0
     for (keys, _, _), table in zip(entries, record_tables, strict=True):
         if table is not None:

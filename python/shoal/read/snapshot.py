@@ -40,7 +40,7 @@ def plan_slices(
             s.base_file.path if s.base_file else None,
             tuple(lf.path for lf in s.log_files),
             tuple(columns) if columns is not None else None,
-            tuple(tuple(f) for f in filters or ()),  # type: ignore[misc]
+            tuple(tuple(f) for f in filters or ()),
         )
         for s in slices
     ]
