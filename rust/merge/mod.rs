@@ -10,7 +10,7 @@
 //! records through Rust. Ordering values arrive as dense ranks (one integer scale for base and
 //! log values) which keeps the kernel independent of the ordering field's type.
 
-use std::collections::HashMap;
+use ahash::AHashMap;
 
 use crate::error::{Error, Result};
 
@@ -96,7 +96,7 @@ pub fn merge_records<'a>(
 
     // Phase 1: collapse the log (Hudi's log scanner: preCombine for records, and deletes that
     // only lose to a strictly greater record when they carry an ordering value).
-    let mut log: HashMap<&'a str, LogVersion> = HashMap::with_capacity(n_log);
+    let mut log: AHashMap<&'a str, LogVersion> = AHashMap::with_capacity(n_log);
     for (j, key) in log_keys.enumerate() {
         let kind = log_kinds[j];
         let rank = log_rank.map_or(0, |r| r[j]);
