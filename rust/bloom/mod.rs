@@ -166,7 +166,7 @@ impl BloomFilter {
     }
 
     /// Hash parameters and rows, the shape every probe works on.
-    fn parts(&self) -> (&HashParams, &[BitVector]) {
+    pub(crate) fn parts(&self) -> (&HashParams, &[BitVector]) {
         match self {
             BloomFilter::Simple(f) => (&f.params, std::slice::from_ref(&f.bits)),
             BloomFilter::DynamicV0(f) => (&f.params, &f.rows),

@@ -16,7 +16,7 @@ pub fn murmur_hadoop(data: &[u8], seed: i32) -> i32 {
 
 /// Mixes one little-endian 4-byte chunk; independent of the seed, so it is done once per key.
 #[inline(always)]
-fn mix_chunk(chunk: [u8; 4]) -> u32 {
+pub(crate) fn mix_chunk(chunk: [u8; 4]) -> u32 {
     let mut k = u32::from_le_bytes(chunk).wrapping_mul(M);
     k ^= k >> R;
     k.wrapping_mul(M)
@@ -30,7 +30,7 @@ fn java_byte(b: u8) -> u32 {
 
 /// XOR contribution of the 1..3 tail bytes (0 when there is no tail).
 #[inline(always)]
-fn tail_xor(tail: &[u8]) -> u32 {
+pub(crate) fn tail_xor(tail: &[u8]) -> u32 {
     let n = tail.len();
     let mut x = 0u32;
     if n >= 3 {
@@ -96,19 +96,6 @@ impl<'a> KeyMix<'a> {
             has_tail: whole != data.len(),
             tail: tail_xor(&data[whole..]),
         }
-    }
-
-    /// The mixed chunks (empty unless built `with_scratch`).
-    pub(crate) fn mixed_chunks(&self) -> &[u32] {
-        match self.chunks {
-            Chunks::Mixed(ks) => ks,
-            Chunks::Raw(_) => &[],
-        }
-    }
-
-    /// XOR contribution of the tail bytes.
-    pub(crate) fn tail(&self) -> u32 {
-        self.tail
     }
 
     /// The Hadoop murmur hash of this key with `seed`, as the unsigned bits of a Java `int`.
