@@ -103,9 +103,7 @@ fn record_json<'a>(
 /// Spark's `minBytesForPrecision`: the fewest bytes whose two's complement holds 10^p - 1.
 fn min_bytes_for_precision(precision: u8) -> usize {
     let max = 10u128.pow(precision as u32) - 1;
-    (1..=16)
-        .find(|&n| max < 1u128 << (8 * n - 1))
-        .unwrap_or(16)
+    (1..=16).find(|&n| max < 1u128 << (8 * n - 1)).unwrap_or(16)
 }
 
 /// The (non-null) Avro type of a value of `dt`. Spark converts the value of field `name` inside
