@@ -55,6 +55,8 @@ class MorSliceSpec:
     event_time_ordering: bool
     columns: tuple[str, ...] | None = None
     filters: tuple[Filter, ...] = ()
+    # Incremental reads: only blocks of instants in ``(start, end]`` count.
+    instant_range: tuple[str | None, str | None] | None = None
 
 
 def read_mor_slice(spec: MorSliceSpec, storage: Storage | None = None) -> pa.Table:
@@ -65,6 +67,7 @@ def read_mor_slice(spec: MorSliceSpec, storage: Storage | None = None) -> pa.Tab
         [storage.full_path(p) for p in spec.log_file_paths],
         list(spec.completed_instants),
         spec.max_instant,
+        instant_range=spec.instant_range,
     )
     record_tables: list[pa.Table | None] = []
     entries: list[tuple[pa.Array, pa.Array | None, pa.Array]] = []  # keys, ordering, kind
