@@ -209,7 +209,8 @@ def _merge(
         if len(sel):
             parts.append(tables[ti].take(pa.array(sel)))
     if not parts:
-        return base.slice(0, 0) if base is not None else tables[0].slice(0, 0)
+        # Only tombstones and no base file: an empty slice.
+        return base.slice(0, 0) if base is not None else tables[0].slice(0, 0) if tables else pa.table({})
     return pa.concat_tables(parts, promote_options="permissive")
 
 
