@@ -22,11 +22,14 @@ from shoal.errors import (
     TableNotFoundError,
     UnsupportedError,
 )
+from shoal.read.stream import Change, ChangeStream
 from shoal.table import Table, TimelineEntry
 
 __version__ = _native.__version__
 
 __all__ = [
+    "Change",
+    "ChangeStream",
     "CommitConflictError",
     "CorruptDataError",
     "CorruptTableError",

@@ -22,8 +22,10 @@ from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
 from shoal.keygen import KeyGenerator, key_generator_from_properties
 from shoal.read.filters import Filter, prune_partitions
+from shoal.read.incremental import read_incremental as read_changes
 from shoal.read.mor import MorSliceSpec, read_mor_slice
 from shoal.read.snapshot import SliceReadSpec, iter_batches, plan_slices, read_base_slice, unify
+from shoal.read.stream import ChangeStream
 from shoal.timeline.instant import Instant
 from shoal.timeline.instant_time import format_instant
 from shoal.timeline.timeline import Timeline
@@ -299,6 +301,88 @@ class Table:
             unified = pa.schema([f for f in unified if f.name not in META_COLUMNS])
         tables = (_read_slice(s, self.storage) for s in specs)
         return pa.RecordBatchReader.from_batches(unified, iter_batches(tables, unified))
+
+    # ---- incremental reads -----------------------------------------------------------------
+
+    def read_incremental(
+        self,
+        start: str | _dt.datetime | None = None,
+        end: str | _dt.datetime | None = None,
+        columns: Sequence[str] | None = None,
+        filters: Sequence[Filter] | None = None,
+        include_deletes: bool = False,
+    ) -> pa.Table:
+        """The records changed by the instants completed in ``(start, end]``, each with the
+        ``_hoodie_commit_time`` of the instant that wrote it (always part of the output).
+
+        The range is over requested times in table version 6 and over completion times in
+        version 8. ``start=None`` reads from the beginning, ``end=None`` up to the latest commit.
+        Only the file groups the range's commits wrote are read, so the cost follows the change.
+
+        ``include_deletes=True`` adds a boolean ``_hoodie_is_deleted`` column: ``false`` on
+        changed rows, ``true`` on one row per key deleted in the range (and not written again
+        after): the key's last row image, stamped with the deleting instant's commit time.
+        Every key appears at most once, so a downstream copy that held the table as of
+        ``start`` equals the table as of ``end`` after upserting the changed rows and deleting
+        the deleted keys (by ``_hoodie_partition_path`` and ``_hoodie_record_key``); the output
+        can also be upserted as is into a Hudi table, which reads the marker as a delete.
+        With ``columns``, the meta columns naming the key are kept too.
+
+        Raises InstantNotFoundError when the range reaches before the active timeline of a
+        table whose older instants were archived.
+        """
+        return self._read_incremental(self._timeline(), start, end, columns, filters, include_deletes)
+
+    def _read_incremental(
+        self,
+        timeline: Timeline,
+        start: str | _dt.datetime | None,
+        end: str | _dt.datetime | None,
+        columns: Sequence[str] | None,
+        filters: Sequence[Filter] | None,
+        include_deletes: bool,
+    ) -> pa.Table:
+        return read_changes(
+            self.storage,
+            timeline,
+            self.executor,
+            self._schema(timeline),
+            start,
+            end,
+            columns,
+            filters,
+            include_deletes,
+        )
+
+    def stream(
+        self,
+        start: str | _dt.datetime | None = None,
+        poll_interval: float = 1.0,
+        max_polls: int | None = None,
+        columns: Sequence[str] | None = None,
+        filters: Sequence[Filter] | None = None,
+        include_deletes: bool = False,
+        timeout: float | None = None,
+    ) -> ChangeStream:
+        """Follows the table: yields a :class:`~shoal.read.stream.Change` for every data instant
+        completed after ``start``, in commit order, with its changes (as
+        :meth:`read_incremental`) and a ``checkpoint``.
+
+        Store ``change.checkpoint`` after processing a change and pass it back as ``start`` to
+        resume exactly after it. While nothing is new the timeline is polled every
+        ``poll_interval`` seconds; the iterator ends after ``max_polls`` polls or ``timeout``
+        seconds (never, when both are None).
+        """
+        return ChangeStream(
+            self,
+            start,
+            poll_interval=poll_interval,
+            max_polls=max_polls,
+            timeout=timeout,
+            columns=columns,
+            filters=filters,
+            include_deletes=include_deletes,
+        )
 
     def _plan_read(
         self,

@@ -1,1 +1,1 @@
-"""Read paths: snapshot, read-optimized, time travel (incremental and streaming come later)."""
+"""Read paths: snapshot, read-optimized, time travel, incremental and streaming."""
