@@ -59,8 +59,37 @@ class MorSliceSpec:
     instant_range: tuple[str | None, str | None] | None = None
 
 
+@dataclass(frozen=True)
+class SliceMergeStats:
+    """What merging a slice read and decided (the numbers a compaction commit reports)."""
+
+    log_blocks: int  # data and delete blocks that counted
+    log_records: int  # records and delete keys in them
+    log_keys: int  # distinct keys among them (Hudi's "records merged in the log")
+    base_records: int
+    written: int  # records of the merged slice
+    updated: int  # merged records whose key both the base file and the logs hold
+    inserted: int  # merged records whose key only the logs hold
+    deleted: int  # keys the base file or the logs hold that the merged slice drops
+
+
 def read_mor_slice(spec: MorSliceSpec, storage: Storage | None = None) -> pa.Table:
     """The merged records of one file slice, projected and filtered."""
+    return _read_mor_slice(spec, storage, with_stats=False)[0]
+
+
+def read_mor_slice_with_stats(
+    spec: MorSliceSpec, storage: Storage | None = None
+) -> tuple[pa.Table, SliceMergeStats]:
+    """Like :func:`read_mor_slice`, with the merge's statistics (computed before projection)."""
+    table, stats = _read_mor_slice(spec, storage, with_stats=True)
+    assert stats is not None
+    return table, stats
+
+
+def _read_mor_slice(
+    spec: MorSliceSpec, storage: Storage | None, with_stats: bool
+) -> tuple[pa.Table, SliceMergeStats | None]:
     storage = storage or Storage(spec.base_uri)
     base = _read_base(storage, spec.base_file_path)
     blocks = _native.scan_log_files(
@@ -96,7 +125,36 @@ def read_mor_slice(spec: MorSliceSpec, storage: Storage | None = None) -> pa.Tab
             # Deletes own no record row: pad the record stream with placeholders.
             record_tables.append(None)
     merged = _merge(base, record_tables, entries, spec)
-    return _project(merged, spec.columns, spec.filters)
+    stats = _merge_stats(base, entries, merged, len(blocks)) if with_stats else None
+    return _project(merged, spec.columns, spec.filters), stats
+
+
+def _merge_stats(
+    base: pa.Table | None,
+    entries: Sequence[tuple[pa.Array, pa.Array | None, pa.Array]],
+    merged: pa.Table,
+    n_blocks: int,
+) -> SliceMergeStats:
+    base_keys = base.column(RECORD_KEY).combine_chunks() if base is not None else pa.array([], pa.string())
+    log_keys = (
+        pc.unique(pa.concat_arrays([k.cast(pa.string()) for k, _, _ in entries]))
+        if entries
+        else pa.array([], pa.string())
+    )
+    written = merged.column(RECORD_KEY) if merged.num_rows else pa.chunked_array([], pa.string())
+    in_base = pc.is_in(written, value_set=base_keys)
+    in_logs = pc.is_in(written, value_set=log_keys)
+    log_only_keys = len(log_keys) - int(pc.sum(pc.is_in(log_keys, value_set=base_keys)).as_py() or 0)
+    return SliceMergeStats(
+        log_blocks=n_blocks,
+        log_records=sum(len(k) for k, _, _ in entries),
+        log_keys=len(log_keys),
+        base_records=len(base_keys),
+        written=merged.num_rows,
+        updated=int(pc.sum(pc.and_(in_base, in_logs)).as_py() or 0),
+        inserted=int(pc.sum(pc.invert(in_base)).as_py() or 0),
+        deleted=len(base_keys) + log_only_keys - merged.num_rows,
+    )
 
 
 def _read_base(storage: Storage, path: str | None) -> pa.Table | None:
