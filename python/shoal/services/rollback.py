@@ -40,6 +40,21 @@ def rollback_instant(storage: Storage, config: TableConfig, timeline: Timeline, 
     """Rolls back one instant (pending, or the last completed one) and returns the rollback time."""
     if target.action not in _ROLLBACKABLE:
         raise InvalidArgumentError(f"cannot roll back a {target.action.value} instant")
+    return _rollback(storage, timeline, target, delete_target=True)
+
+
+def rollback_inflight_compaction(storage: Storage, timeline: Timeline, target: Instant) -> str:
+    """Undoes a failed attempt at a compaction: deletes the base files its markers name, records
+    a ``.rollback`` instant, and reverts the compaction from inflight to requested so that its
+    plan runs again (Hudi's ``rollbackInflightCompaction``). Returns the rollback time."""
+    if target.action != Action.COMPACTION or target.state != State.INFLIGHT:
+        raise InvalidArgumentError(f"{target} is not an inflight compaction")
+    rollback_time = _rollback(storage, timeline, target, delete_target=False)
+    storage.delete(timeline.path_of(target), missing_ok=True)
+    return rollback_time
+
+
+def _rollback(storage: Storage, timeline: Timeline, target: Instant, delete_target: bool) -> str:
     started = time.monotonic()
     rollback_time = timeline.new_instant_time()
     marked = list_marked_files(storage, target.requested_time)
@@ -118,7 +133,8 @@ def rollback_instant(storage: Storage, config: TableConfig, timeline: Timeline, 
             load_schema("HoodieRollbackMetadata.v6.writer"), json.dumps([metadata])
         ),
     )
-    timeline.delete_instant_files(target.requested_time)
+    if delete_target:
+        timeline.delete_instant_files(target.requested_time)
     delete_markers(storage, target.requested_time)
     return rollback_time
 
