@@ -26,6 +26,7 @@ from shoal.read.incremental import read_incremental as read_changes
 from shoal.read.mor import MorSliceSpec, read_mor_slice
 from shoal.read.snapshot import SliceReadSpec, iter_batches, plan_slices, read_base_slice, unify
 from shoal.read.stream import ChangeStream
+from shoal.timeline.commit_metadata import CommitMetadata
 from shoal.timeline.instant import Instant
 from shoal.timeline.instant_time import format_instant
 from shoal.timeline.timeline import Timeline
@@ -244,6 +245,45 @@ class Table:
                 "use restore for older ones"
             )
         return rollback_instant(self.storage, self.config, timeline, last)
+
+    # ---- compaction (merge-on-read) --------------------------------------------------------
+
+    def compact(self, force: bool = True, options: Mapping[str, Any] | None = None) -> list[str]:
+        """Compacts the table: runs pending compactions (re-running failed attempts), then
+        schedules a new one and runs it. Returns the compaction instants completed, oldest
+        first. ``force=False`` schedules only when the trigger strategy
+        (``hoodie.compact.inline.trigger.strategy``) says a compaction is due."""
+        from shoal.services.compaction import compact
+
+        config = self.write_config.merged(options) if options else self.write_config
+        return compact(self.storage, self.config, config, self.executor, force=force)
+
+    def schedule_compaction(
+        self, instant: str | None = None, force: bool = True, options: Mapping[str, Any] | None = None
+    ) -> str | None:
+        """Saves a compaction plan (``<instant>.compaction.requested``) covering every latest
+        file slice with log files that no pending compaction plans yet, and returns its instant;
+        None when there is nothing to compact (or, with ``force=False``, when the trigger
+        strategy says no). Writes may go on while it is pending: updates of planned file groups
+        go to the new slice. Raises CommitConflictError while an earlier write is pending, and
+        InvalidArgumentError for an ``instant`` that is not later than every completed one."""
+        from shoal.services.compaction import schedule_compaction
+
+        config = self.write_config.merged(options) if options else self.write_config
+        return schedule_compaction(self.storage, self.config, config, instant_time=instant, force=force)
+
+    def run_compaction(self, instant: str, options: Mapping[str, Any] | None = None) -> CommitMetadata:
+        """Executes the pending compaction ``instant`` and returns its commit metadata. Can run
+        on another thread, or in another process, while writers write; a failed earlier attempt
+        is rolled back first, and a completed compaction just returns its metadata."""
+        from shoal.services.compaction import run_compaction
+
+        config = self.write_config.merged(options) if options else self.write_config
+        return run_compaction(self.storage, self.config, config, instant, self.executor)
+
+    def pending_compactions(self) -> list[str]:
+        """Instants of the compactions scheduled but not completed, oldest first."""
+        return [i.requested_time for i in self._timeline().pending_compactions()]
 
     # ---- reads -----------------------------------------------------------------------------
 

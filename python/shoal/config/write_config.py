@@ -227,6 +227,42 @@ SCHEMA_ON_WRITE_ADD_COLUMNS = _opt(
 )
 
 
+# -- compaction (merge-on-read) -----------------------------------------------------------
+COMPACT_INLINE = _opt(
+    "hoodie.compact.inline",
+    "false",
+    _bool,
+    "After each delta commit, run pending compactions, then schedule and run one when the "
+    "trigger strategy says so.",
+)
+COMPACT_SCHEDULE_INLINE = _opt(
+    "hoodie.compact.schedule.inline",
+    "false",
+    _bool,
+    "After each delta commit, schedule a compaction when the trigger strategy says so, and "
+    "leave its execution to an asynchronous runner (Table.run_compaction).",
+)
+COMPACT_TRIGGER_STRATEGY = _opt(
+    "hoodie.compact.inline.trigger.strategy",
+    "NUM_COMMITS",
+    _choice("NUM_COMMITS", "TIME_ELAPSED", "NUM_OR_TIME", "NUM_AND_TIME"),
+    "When a compaction is due: after max.delta.commits delta commits since the last "
+    "compaction, after max.delta.seconds, either, or both.",
+)
+COMPACT_MAX_DELTA_COMMITS = _opt(
+    "hoodie.compact.inline.max.delta.commits",
+    "5",
+    _positive_int,
+    "Delta commits since the last compaction that make one due.",
+)
+COMPACT_MAX_DELTA_SECONDS = _opt(
+    "hoodie.compact.inline.max.delta.seconds",
+    str(60 * 60),
+    _positive_int,
+    "Seconds since the last compaction (or the first delta commit) that make one due.",
+)
+
+
 def option_names() -> list[str]:
     """Every supported option key, sorted."""
     return sorted(_OPTIONS)

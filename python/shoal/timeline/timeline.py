@@ -41,6 +41,7 @@ class Timeline:
         self.layout_version = config.timeline_layout_version
         self.dir = config.timeline_dir
         self._metadata_cache: dict[str, CommitMetadata] = {}
+        self._plan_cache: dict[str, list[dict]] = {}
         self.instants = _effective_instants(parse_instant_file_name(n) for n in files)
 
     @classmethod
@@ -118,16 +119,25 @@ class Timeline:
         return self._metadata_cache[key]
 
     def compaction_plan(self, instant_time: str) -> list[dict]:
-        """The operations of a compaction plan (``HoodieCompactionPlan.operations``)."""
+        """The operations of a compaction plan (``HoodieCompactionPlan.operations``); cached,
+        since a requested plan never changes."""
+        cached = self._plan_cache.get(instant_time)
+        if cached is not None:
+            return cached
         inst = Instant(instant_time, Action.COMPACTION, State.REQUESTED)
-        data = self.storage.read_bytes(self.path_of(inst))
-        if not data:
-            return []
         try:
-            records = json.loads(_native.avro_container_decode(data))
-        except ValueError as e:
-            raise CorruptTableError(f"cannot decode compaction plan {instant_time}: {e}") from e
-        return list((records[0] if records else {}).get("operations") or [])
+            data = self.storage.read_bytes(self.path_of(inst))
+        except FileNotFoundError:
+            raise InstantNotFoundError(f"no compaction plan {inst.file_name(self.layout_version)}") from None
+        operations: list[dict] = []
+        if data:
+            try:
+                records = json.loads(_native.avro_container_decode(data))
+            except ValueError as e:
+                raise CorruptTableError(f"cannot decode compaction plan {instant_time}: {e}") from e
+            operations = list((records[0] if records else {}).get("operations") or [])
+        self._plan_cache[instant_time] = operations
+        return operations
 
     def latest_schema(self) -> str | None:
         """The Avro schema of the latest completed data instant that recorded one."""

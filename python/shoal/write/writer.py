@@ -33,7 +33,6 @@ from shoal.config.write_config import (
     SCHEMA_ON_WRITE_ADD_COLUMNS,
     WriteConfig,
 )
-from shoal.errors import UnsupportedError
 from shoal.executor.local import LocalExecutor
 from shoal.fs.markers import delete_markers
 from shoal.fs.partition_metadata import ensure_partition_metadata
@@ -42,6 +41,12 @@ from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bloom import BloomIndex
 from shoal.keygen import KeyGenerator
 from shoal.read.mor import MorSliceSpec
+from shoal.services.compaction import (
+    abort_on_compaction_conflict,
+    pending_compaction_file_groups,
+    run_inline_compaction,
+    slice_for_new_logs,
+)
 from shoal.tasks.cow_write import (
     OP_COLUMN,
     OP_HARD_DELETE,
@@ -53,6 +58,7 @@ from shoal.tasks.cow_write import (
 from shoal.tasks.mor_append import LogAppendSpec, run_log_append
 from shoal.timeline.commit_metadata import NULL_COMMIT, CommitMetadata, WriteStat
 from shoal.timeline.instant import Action
+from shoal.timeline.lock import WRITE, table_lock
 from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import Assignment, BucketAssigner
 from shoal.write.base_file import BaseFileOptions, avro_schema_for
@@ -112,6 +118,12 @@ class Writer:
     # ---- public entry --------------------------------------------------------------------
 
     def write(self, data: Any, operation: Operation) -> WriteResult:
+        # One write at a time per table in this process. Compaction scheduling takes the same
+        # lock, so a write either plans with a compaction plan in view or commits before it.
+        with table_lock(self.storage, WRITE):
+            return self._write(data, operation)
+
+    def _write(self, data: Any, operation: Operation) -> WriteResult:
         timeline = Timeline.load(self.storage, self.config)
         records = self._prepare(data, operation, timeline)
         from shoal.services.rollback import rollback_failed_writes
@@ -287,8 +299,10 @@ class Writer:
         timeline: Timeline,
     ) -> WriteResult:
         mor = self.config.table_type == TableType.MERGE_ON_READ
-        if mor and timeline.pending_compactions():
-            raise UnsupportedError("writing while a compaction is pending is not implemented yet")
+        # File groups a pending compaction plans take new logs in the slice it opens. Deletes
+        # still rewrite the merged slice, at this instant (later than the compaction's): that
+        # newer slice supersedes the compacted one (services/compaction.py).
+        pending = pending_compaction_file_groups(timeline) if mor else {}
         instant_time = timeline.new_instant_time()
         action = Action.DELTA_COMMIT if mor else Action.COMMIT
         requested = timeline.create_requested(instant_time, action)
@@ -304,7 +318,8 @@ class Writer:
             chunk = records.take(rows)
             has_deletes = not pc.all(pc.equal(chunk.column(OP_COLUMN), OP_UPSERT)).as_py()
             if mor and existing is not None and bucket.inserts == 0 and not has_deletes:
-                log_items.append((self._log_spec(instant_time, task_id, existing), chunk, self.storage))
+                target = slice_for_new_logs(existing, pending)
+                log_items.append((self._log_spec(instant_time, task_id, target), chunk, self.storage))
                 continue
             old_base = existing.base_file.path if existing is not None and existing.base_file else None
             old_slice = None
@@ -340,8 +355,12 @@ class Writer:
             schema = timeline.latest_schema()
             if schema:
                 metadata.extra_metadata["schema"] = schema
+        if mor:
+            abort_on_compaction_conflict(self.storage, self.config, timeline, inflight, stats)
         timeline.complete(inflight, metadata.to_json())
         delete_markers(self.storage, instant_time)
+        if mor:
+            run_inline_compaction(self.storage, self.config, self.wc, self.executor)
         return WriteResult(instant_time, operation, metadata)
 
     def _slice_spec(self, existing: FileSlice, timeline: Timeline, event_time: bool) -> MorSliceSpec:

@@ -1,0 +1,118 @@
+"""The compaction task: one file slice of a compaction plan merged into a new base file
+(Hudi's compactor running a merge handle over the slice's base file and logs).
+
+The merged records keep their meta columns (commit time and sequence number of the write that
+produced each version): compaction changes where records live, not their history. Only
+``_hoodie_file_name`` is set to the new file.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from shoal.fs.markers import create_marker
+from shoal.fs.naming import base_file_name, write_token
+from shoal.fs.storage import Storage
+from shoal.read.mor import MorSliceSpec, read_mor_slice_with_stats
+from shoal.timeline.commit_metadata import WriteStat
+from shoal.write.base_file import BaseFileOptions, write_base_file
+from shoal.write.schema import META_COLUMNS
+
+FILE_NAME = "_hoodie_file_name"
+
+
+@dataclass(frozen=True)
+class CompactionTaskSpec:
+    """One operation of a compaction plan, with what executing it needs, as plain data."""
+
+    base_uri: str
+    instant: str
+    task_id: int
+    partition_path: str
+    file_id: str
+    base_instant: str
+    base_file: str | None  # name, relative to the partition
+    log_files: tuple[str, ...]  # names, relative to the partition, in Hudi's log order
+    log_files_size: int
+    completed_instants: tuple[str, ...]  # whose log blocks count: completed before the compaction
+    ordering_field: str | None
+    event_time_ordering: bool
+    options: BaseFileOptions
+
+
+def run_compaction_task(spec: CompactionTaskSpec, storage: Storage | None = None) -> WriteStat | None:
+    """Merges the slice, writes ``<fileId>_<token>_<instant>.parquet`` and returns its write
+    stat; None when the slice holds nothing at all (a log-only slice whose blocks were all
+    rolled back), for which Hudi writes no file either."""
+    storage = storage or Storage(spec.base_uri)
+    name = base_file_name(spec.file_id, write_token(spec.task_id, 0, 0), spec.instant)
+    path = _in_partition(spec.partition_path, name)
+    # Written under a temporary name first (not a base file name: no reader lists it), then
+    # renamed, so no reader ever opens a half-written base file of a running compaction. Both
+    # names get markers, so a rollback of a failed attempt removes whichever exists.
+    tmp = _in_partition(spec.partition_path, f".{name.removesuffix('.parquet')}.compacting")
+    create_marker(storage, spec.instant, path, "MERGE" if spec.base_file else "CREATE")
+    create_marker(storage, spec.instant, tmp, "CREATE")
+    started = time.monotonic()
+    merged, stats = read_mor_slice_with_stats(
+        MorSliceSpec(
+            base_uri=spec.base_uri,
+            partition_path=spec.partition_path,
+            file_id=spec.file_id,
+            base_file_path=_in_partition(spec.partition_path, spec.base_file) if spec.base_file else None,
+            log_file_paths=tuple(_in_partition(spec.partition_path, n) for n in spec.log_files),
+            completed_instants=spec.completed_instants,
+            max_instant=None,
+            ordering_field=spec.ordering_field,
+            event_time_ordering=spec.event_time_ordering,
+        ),
+        storage,
+    )
+    scanned = time.monotonic()
+    if merged.num_columns == 0:
+        return None
+    size = write_base_file(storage, tmp, _with_file_name(merged, name), spec.options)
+    storage.fs.move(storage.full_path(tmp), storage.full_path(path))
+    elapsed_ms = int((time.monotonic() - scanned) * 1000)
+    return WriteStat(
+        fileId=spec.file_id,
+        path=path,
+        prevCommit=spec.base_instant,
+        numWrites=stats.written,
+        numDeletes=stats.deleted,
+        numUpdateWrites=stats.updated,
+        numInserts=stats.inserted,
+        totalWriteBytes=size,
+        partitionPath=spec.partition_path,
+        totalLogRecords=stats.log_records,
+        totalLogFilesCompacted=len(spec.log_files),
+        totalLogSizeCompacted=spec.log_files_size,
+        totalUpdatedRecordsCompacted=stats.log_keys,
+        totalLogBlocks=stats.log_blocks,
+        fileSizeInBytes=size,
+        runtimeStats={
+            "totalScanTime": int((scanned - started) * 1000),
+            "totalUpsertTime": elapsed_ms if spec.base_file else 0,
+            "totalCreateTime": 0 if spec.base_file else elapsed_ms,
+        },
+    )
+
+
+def _in_partition(partition_path: str, name: str) -> str:
+    return f"{partition_path}/{name}" if partition_path else name
+
+
+def _with_file_name(merged: pa.Table, name: str) -> pa.Table:
+    """The merged records with ``_hoodie_file_name`` naming the new base file (base records
+    carried the old file's name, log records the file id)."""
+    if FILE_NAME not in merged.column_names:
+        raise ValueError(f"merged slice lacks {FILE_NAME}: columns {merged.column_names}")
+    i = merged.column_names.index(FILE_NAME)
+    column = pa.repeat(pa.scalar(name, pa.string()), merged.num_rows)
+    merged = merged.set_column(i, pa.field(FILE_NAME, pa.string()), column)
+    # Meta columns first, in Hudi's order, whatever order the merge produced.
+    user = [c for c in merged.column_names if c not in META_COLUMNS]
+    return merged.select([*META_COLUMNS, *user])
