@@ -269,6 +269,28 @@ def test_plan_is_hudis_compaction_plan(tmp_path):
     h.check()
 
 
+def test_compaction_of_an_evolved_schema(tmp_path):
+    """Log records with a column the base file lacks compact into a file with that column."""
+    path = str(tmp_path / "t")
+    table = shoal.Table.create(
+        path, name="evolved", table_type="MERGE_ON_READ", record_key="id", ordering_field="ts"
+    )
+    table.insert(pa.Table.from_pylist([{"id": i, "ts": 1} for i in range(10)]))
+    table.upsert(pa.Table.from_pylist([{"id": i, "ts": 2, "note": f"n{i}"} for i in range(0, 10, 3)]))
+    expected = [
+        {"id": i, "ts": 2 if i % 3 == 0 else 1, "note": f"n{i}" if i % 3 == 0 else None} for i in range(10)
+    ]
+    assert rows_by(table.read(), ["id", "ts", "note"], ["id"]) == expected
+    assert len(table.compact()) == 1
+    for rows in (
+        table.read(),
+        table.read(query_type="read_optimized"),
+        hudi_rs_read(path),
+        hudi_rs_read(path, read_optimized=True),
+    ):
+        assert rows_by(rows, ["id", "ts", "note"], ["id"]) == expected
+
+
 # ---- validation ----------------------------------------------------------------------------------
 
 

@@ -487,7 +487,8 @@ def run_inline_compaction(
 ) -> list[str]:
     """After a delta commit: with ``hoodie.compact.inline``, run pending compactions, then
     schedule and run one if the trigger strategy says so; with ``hoodie.compact.schedule.inline``
-    only schedule it. Returns the instants compacted or scheduled."""
+    only schedule it. Returns the instants compacted or scheduled. The write has committed when
+    this runs; if it fails, the compaction stays pending and the next run completes it."""
     if config.table_type != TableType.MERGE_ON_READ:
         return []
     if wc.get(COMPACT_INLINE):
