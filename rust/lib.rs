@@ -6,6 +6,7 @@
 pub mod avro;
 pub mod bloom;
 pub mod error;
+pub mod keysort;
 pub mod logformat;
 pub mod merge;
 pub mod sizing;

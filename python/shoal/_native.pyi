@@ -54,6 +54,11 @@ def bloom_footer_for_keys(
 ) -> str:
     """Builds a filter over a string array of record keys and returns its footer value."""
 
+# --- record-key sort (rust/keysort.rs) ---------------------------------------------------------
+
+def sort_key_indices(keys: pa.Array | Any) -> pa.UInt64Array:
+    """Row indices sorting a string or binary array ascending by bytes, stably, nulls last."""
+
 # --- record-size sampling (rust/sizing.rs) ------------------------------------------------------
 
 def estimate_record_size(record_batch: pa.RecordBatch | Any, every: int = 100) -> tuple[float, int]:

@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 mod avro;
 mod bloom;
 mod errors;
+mod keysort;
 mod logformat;
 mod merge;
 mod sizing;
@@ -14,6 +15,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     avro::register(m)?;
     bloom::register(m)?;
+    keysort::register(m)?;
     logformat::register(m)?;
     merge::register(m)?;
     sizing::register(m)?;

@@ -1,0 +1,173 @@
+//! Sorting record keys: a bulk insert writes each partition's records in record-key order (Hudi's
+//! default GLOBAL_SORT mode), so it sorts every partition's keys.
+//!
+//! Keys compare as bytes (UTF-8 order), like Arrow's string sort, and the sort is stable. Most of
+//! the work is a sort of `(8-byte big-endian prefix, row)` pairs, which needs no access to the key
+//! bytes; only rows whose prefixes tie are compared as whole keys. Arrow's comparison sort instead
+//! follows offsets into the value buffer at every comparison, about 6x slower on UUID keys.
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, UInt64Array};
+use arrow_schema::DataType;
+
+use crate::error::{Error, Result};
+
+/// Row indices that order `keys` ascending by their bytes, equal keys in row order; null keys
+/// come last, in row order. `keys` is a string or binary array (any offset width, or a view).
+pub fn sort_indices(keys: &dyn Array) -> Result<UInt64Array> {
+    match keys.data_type() {
+        DataType::Utf8 => {
+            let a = keys.as_string::<i32>();
+            Ok(sort_by(keys, |i| a.value(i).as_bytes()))
+        }
+        DataType::LargeUtf8 => {
+            let a = keys.as_string::<i64>();
+            Ok(sort_by(keys, |i| a.value(i).as_bytes()))
+        }
+        DataType::Utf8View => {
+            let a = keys.as_string_view();
+            Ok(sort_by(keys, |i| a.value(i).as_bytes()))
+        }
+        DataType::Binary => {
+            let a = keys.as_binary::<i32>();
+            Ok(sort_by(keys, |i| a.value(i)))
+        }
+        DataType::LargeBinary => {
+            let a = keys.as_binary::<i64>();
+            Ok(sort_by(keys, |i| a.value(i)))
+        }
+        DataType::BinaryView => {
+            let a = keys.as_binary_view();
+            Ok(sort_by(keys, |i| a.value(i)))
+        }
+        other => Err(Error::Unsupported(format!(
+            "key sort takes a string or binary array, got {other}"
+        ))),
+    }
+}
+
+/// The first 8 bytes of `key` as a big-endian integer, zero-padded: prefixes order as the keys
+/// do, except that a tie says nothing (zero padding equals a zero byte).
+#[inline]
+fn prefix(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
+}
+
+fn sort_by<'a>(keys: &dyn Array, value: impl Fn(usize) -> &'a [u8]) -> UInt64Array {
+    let n = keys.len();
+    let mut valid: Vec<(u64, u64)> = Vec::with_capacity(n - keys.null_count());
+    let mut nulls: Vec<u64> = Vec::with_capacity(keys.null_count());
+    for i in 0..n {
+        if keys.is_valid(i) {
+            valid.push((prefix(value(i)), i as u64));
+        } else {
+            nulls.push(i as u64);
+        }
+    }
+    // The row breaks prefix ties, so an unstable sort gives a stable order; runs of equal
+    // prefixes are then re-sorted on the whole key (then the row).
+    valid.sort_unstable();
+    let mut start = 0;
+    while start < valid.len() {
+        let p = valid[start].0;
+        let mut end = start + 1;
+        while end < valid.len() && valid[end].0 == p {
+            end += 1;
+        }
+        if end - start > 1 {
+            let run = &mut valid[start..end];
+            run.sort_unstable_by(|a, b| {
+                value(a.1 as usize)
+                    .cmp(value(b.1 as usize))
+                    .then(a.1.cmp(&b.1))
+            });
+        }
+        start = end;
+    }
+    UInt64Array::from_iter_values(valid.into_iter().map(|(_, i)| i).chain(nulls))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{BinaryArray, LargeStringArray, StringArray, StringViewArray};
+    use std::cmp::Ordering;
+
+    /// Whether `indices` is the stable ascending order of `keys` (a test oracle).
+    fn is_stable_order(keys: &[Option<&[u8]>], indices: &[u64]) -> bool {
+        let order = |a: &u64, b: &u64| -> Ordering {
+            match (keys[*a as usize], keys[*b as usize]) {
+                (Some(x), Some(y)) => x.cmp(y).then(a.cmp(b)),
+                (Some(_), None) => Ordering::Less,
+                (None, Some(_)) => Ordering::Greater,
+                (None, None) => a.cmp(b),
+            }
+        };
+        let mut expected: Vec<u64> = (0..keys.len() as u64).collect();
+        expected.sort_by(order);
+        expected == indices
+    }
+
+    fn check(values: &[Option<&str>]) {
+        let bytes: Vec<Option<&[u8]>> = values.iter().map(|v| v.map(str::as_bytes)).collect();
+        for array in [
+            &StringArray::from(values.to_vec()) as &dyn Array,
+            &LargeStringArray::from(values.to_vec()),
+            &StringViewArray::from(values.to_vec()),
+            &BinaryArray::from(bytes.clone()),
+        ] {
+            let got = sort_indices(array).unwrap();
+            assert!(
+                is_stable_order(&bytes, got.values()),
+                "{values:?} -> {got:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn orders_bytes_stably_with_nulls_last() {
+        check(&[]);
+        check(&[Some("b"), None, Some("a"), Some("b"), None, Some("")]);
+        // Ties of the zero-padded prefix: shorter keys, embedded zero bytes, long common prefixes.
+        check(&[
+            Some("ab\0"),
+            Some("ab"),
+            Some("ab\0\0\0\0\0\0\0"),
+            Some("ab\0\0\0\0\0\0"),
+            Some("key-00000010"),
+            Some("key-00000002"),
+            Some("key-0000001"),
+            Some("key-00000010"),
+            Some("é"),
+            Some("z"),
+        ]);
+    }
+
+    #[test]
+    fn matches_a_comparison_sort_on_many_keys() {
+        // Deterministic pseudo-random keys of varied length over a small alphabet: many ties.
+        let mut x = 0x9e37_79b9u32;
+        let keys: Vec<String> = (0..5000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                let len = (x % 12) as usize;
+                (0..len)
+                    .map(|j| [b'a', b'b', 0u8][(x >> j) as usize % 3] as char)
+                    .collect()
+            })
+            .collect();
+        let values: Vec<Option<&str>> = keys.iter().map(|k| Some(k.as_str())).collect();
+        check(&values);
+    }
+
+    #[test]
+    fn rejects_other_types() {
+        let ints = arrow_array::Int32Array::from(vec![1, 2]);
+        assert!(matches!(sort_indices(&ints), Err(Error::Unsupported(_))));
+    }
+}
