@@ -19,26 +19,31 @@ RECORD_KEY = "_hoodie_record_key"
 
 
 class BloomIndex:
-    """Tags record keys of one partition with the file group that holds them."""
+    """Tags record keys with the file group that holds them, partition by partition."""
 
     def __init__(self, storage: Storage, prune_by_ranges: bool = True, workers: int = 4) -> None:
         self.storage = storage
         self.prune_by_ranges = prune_by_ranges
         self.workers = workers
 
-    def tag_partition(self, keys: pa.Array, slices: Sequence[FileSlice]) -> pa.Array:
-        """For each key, the file id of the slice holding it, or null for a new record."""
-        candidates = [s for s in slices if s.base_file is not None]
-        if not candidates or len(keys) == 0:
-            return pa.nulls(len(keys), pa.string())
+    def tag(self, partitions: Sequence[tuple[pa.Array, Sequence[FileSlice]]]) -> list[pa.Array]:
+        """For each partition's keys and file slices: per key, the file id of the slice holding
+        it, or null for a new record. All (partition, file) lookups share one thread pool."""
+        work = [
+            (i, keys, s)
+            for i, (keys, slices) in enumerate(partitions)
+            if len(keys)
+            for s in slices
+            if s.base_file is not None
+        ]
+        file_ids = [pa.nulls(len(keys), pa.string()) for keys, _ in partitions]
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            hits = pool.map(lambda s: (s, self._lookup(keys, s)), candidates)
-            file_ids = pa.nulls(len(keys), pa.string())
-            for sl, found in hits:
+            hits = pool.map(lambda item: (item, self._lookup(item[1], item[2])), work)
+            for (i, keys, sl), found in hits:
                 if found is None or len(found) == 0:
                     continue
                 mask = _mask_from_indices(found, len(keys))
-                file_ids = pc.if_else(mask, pa.scalar(sl.file_id), file_ids)
+                file_ids[i] = pc.if_else(mask, pa.scalar(sl.file_id), file_ids[i])
         return file_ids
 
     def _lookup(self, keys: pa.Array, sl: FileSlice) -> pa.Array | None:
@@ -61,8 +66,9 @@ class BloomIndex:
             probe = probe.take(sel)
         with self.storage.open_input_file(sl.base_file.path) as f:
             file_keys = pq.read_table(f, columns=[RECORD_KEY]).column(RECORD_KEY)
-        present = pc.is_in(probe, value_set=file_keys.combine_chunks())
-        sel = pc.indices_nonzero(present)
+        # Hash the probed keys, far fewer than the file's, then only the file keys that matched.
+        held = file_keys.filter(pc.is_in(file_keys, value_set=probe))
+        sel = pc.indices_nonzero(pc.is_in(probe, value_set=held))
         return sel if idx is None else idx.take(sel)
 
 

@@ -15,9 +15,14 @@ from shoal.fs.naming import base_file_name, write_token
 from shoal.fs.storage import Storage
 from shoal.read.mor import MorSliceSpec, read_mor_slice
 from shoal.timeline.commit_metadata import NULL_COMMIT, WriteStat
-from shoal.write.base_file import BaseFileOptions, set_file_name, with_meta_columns, write_base_file
+from shoal.write.base_file import BaseFileOptions, base_file_rows, constant_column, write_base_file
+from shoal.write.schema import META_COLUMNS
 
 RECORD_KEY = "_hoodie_record_key"
+FILE_NAME = "_hoodie_file_name"
+FILE_NAME_INDEX = META_COLUMNS.index(FILE_NAME)
+# Columns holding a value per commit or per file, which base_file_rows builds as dictionaries.
+_DICTIONARY_COLUMNS = ["_hoodie_commit_time", "_hoodie_partition_path"]
 # Internal column routing each incoming record: an upsert, a delete that respects ordering
 # (``_hoodie_is_deleted``), or a hard delete (the delete operation).
 OP_COLUMN = "_shoal_op"
@@ -52,32 +57,37 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
     rewrite = spec.old_base_path is not None or spec.old_slice is not None
     create_marker(storage, spec.instant, path, "MERGE" if rewrite else "CREATE")
     ops = records.column(OP_COLUMN) if OP_COLUMN in records.column_names else None
-    if spec.old_base_path or spec.old_slice:
+    kept = None
+    num_deletes_hit = 0
+    if rewrite:
         old = _read_old(spec, storage)
-        if spec.event_time_ordering and spec.ordering_field:
-            records = _drop_stale(records, old, spec.ordering_field)
-            ops = records.column(OP_COLUMN) if OP_COLUMN in records.column_names else None
-        touched = records.column(RECORD_KEY).combine_chunks()
         old_keys = old.column(RECORD_KEY)
-        replaced = pc.is_in(old_keys, value_set=touched)
+        # Every membership test hashes the incoming side: a bucket's records are far fewer than
+        # the rows of the file they update.
+        replaced = pc.is_in(old_keys, value_set=records.column(RECORD_KEY))
+        # The stored keys (and ordering values) that incoming records name.
+        wanted = [c for c in (RECORD_KEY, spec.ordering_field) if c and c in old.column_names]
+        matched = old.select(wanted).filter(replaced)
+        if spec.event_time_ordering and spec.ordering_field:
+            fresh = _drop_stale(records, matched, spec.ordering_field)
+            if fresh.num_rows != records.num_rows:
+                records = fresh
+                ops = records.column(OP_COLUMN) if OP_COLUMN in records.column_names else None
+                replaced = pc.is_in(old_keys, value_set=records.column(RECORD_KEY))
+        # Stale records are gone, so matched keys they named count as neither updates nor deletes.
+        matched_keys = matched.column(RECORD_KEY)
         kept = old.filter(pc.invert(replaced))
-        num_deletes_hit = _count_deletes_hitting(records, ops, old_keys)
-    else:
-        old_keys = None
-        kept = None
-        num_deletes_hit = 0
+        num_deletes_hit = _count_deletes_hitting(records, ops, matched_keys)
     upserts = records if ops is None else records.filter(pc.equal(ops, OP_UPSERT))
     if OP_COLUMN in upserts.column_names:
         upserts = upserts.drop_columns([OP_COLUMN])
-    new_rows = with_meta_columns(upserts, spec.instant, spec.task_id, name)
-    if old_keys is not None:
-        num_updates = (
-            pc.sum(pc.is_in(upserts.column(RECORD_KEY), value_set=old_keys.combine_chunks())).as_py() or 0
-        )
-    else:
-        num_updates = 0
+    new_rows = base_file_rows(upserts, spec.instant, spec.task_id, name, spec.partition_path)
+    num_updates = 0
+    if rewrite:
+        num_updates = pc.sum(pc.is_in(upserts.column(RECORD_KEY), value_set=matched_keys)).as_py() or 0
     if kept is not None and kept.num_rows:
-        out = pa.concat_tables([set_file_name(kept, name), new_rows], promote_options="permissive")
+        kept = kept.add_column(FILE_NAME_INDEX, FILE_NAME, constant_column(name, kept.num_rows))
+        out = pa.concat_tables([kept, new_rows], promote_options="permissive")
     else:
         out = new_rows
     size = write_base_file(storage, path, out, spec.options)
@@ -101,16 +111,25 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
 
 
 def _read_old(spec: CowWriteSpec, storage: Storage) -> pa.Table:
+    """The records the new slice carries over, without ``_hoodie_file_name`` (it is rewritten) and
+    with the per-file columns as dictionaries, like the new rows (base_file_rows)."""
     if spec.old_slice is not None:
-        return read_mor_slice(spec.old_slice, storage)
+        old = read_mor_slice(spec.old_slice, storage).drop_columns([FILE_NAME])
+        for column in _DICTIONARY_COLUMNS:
+            i = old.column_names.index(column)
+            old = old.set_column(i, column, pc.dictionary_encode(old.column(column)))
+        return old
     assert spec.old_base_path is not None
     with storage.open_input_file(spec.old_base_path) as f:
-        return pq.read_table(f)
+        # Read as dictionaries, these columns decode to indices only and write back the same way.
+        pf = pq.ParquetFile(f, read_dictionary=_DICTIONARY_COLUMNS)
+        return pf.read(columns=[c for c in pf.schema_arrow.names if c != FILE_NAME])
 
 
 def _drop_stale(records: pa.Table, old: pa.Table, ordering_field: str) -> pa.Table:
     """Event-time ordering: incoming upserts and soft deletes whose ordering value is lower than
-    the stored record's lose and are dropped; hard deletes always apply."""
+    the stored record's lose and are dropped; hard deletes always apply. ``old`` needs to hold
+    only the stored records whose keys come in."""
     if ordering_field not in old.column_names or ordering_field not in records.column_names:
         return records  # hard deletes carry no ordering value: they always apply
     n = records.num_rows
@@ -147,4 +166,4 @@ def _count_deletes_hitting(records: pa.Table, ops: pa.ChunkedArray | None, old_k
     deleted = records.filter(pc.not_equal(ops, OP_UPSERT)).column(RECORD_KEY)
     if len(deleted) == 0:
         return 0
-    return int(pc.sum(pc.is_in(deleted, value_set=old_keys.combine_chunks())).as_py() or 0)
+    return int(pc.sum(pc.is_in(deleted, value_set=old_keys)).as_py() or 0)

@@ -36,12 +36,10 @@ def with_meta_columns(
     """Prepends the five meta columns for records written by ``instant``; ``data`` already
     carries ``_hoodie_record_key`` and ``_hoodie_partition_path``."""
     n = data.num_rows
-    seq = pc.cast(pa.array(np.arange(start_seqno, start_seqno + n, dtype=np.int64)), pa.string())
-    seqno = pc.binary_join_element_wise(pa.scalar(f"{instant}_{task_id}"), seq, "_")
     user = [c for c in data.column_names if c not in META_COLUMNS]
     columns = [
         pa.repeat(pa.scalar(instant), n),
-        seqno,
+        _seqnos(instant, task_id, start_seqno, n),
         data.column("_hoodie_record_key"),
         data.column("_hoodie_partition_path"),
         pa.repeat(pa.scalar(file_name), n),
@@ -50,9 +48,34 @@ def with_meta_columns(
     return pa.Table.from_arrays(columns + [data.column(c) for c in user], names=names + user)
 
 
-def set_file_name(data: pa.Table, file_name: str) -> pa.Table:
-    idx = data.column_names.index("_hoodie_file_name")
-    return data.set_column(idx, "_hoodie_file_name", pa.repeat(pa.scalar(file_name), data.num_rows))
+def base_file_rows(
+    data: pa.Table, instant: str, task_id: int, file_name: str, partition_path: str
+) -> pa.Table:
+    """The meta columns and ``data`` (which carries ``_hoodie_record_key``) as one base file's new
+    rows. The columns that hold one value per file (commit time, partition path, file name) are
+    one-entry dictionaries: the parquet writer stores them as a dictionary page plus indices
+    without hashing every value, and files read back with plain string columns."""
+    n = data.num_rows
+    user = [c for c in data.column_names if c not in META_COLUMNS]
+    columns = [
+        constant_column(instant, n),
+        _seqnos(instant, task_id, 0, n),
+        data.column("_hoodie_record_key"),
+        constant_column(partition_path, n),
+        constant_column(file_name, n),
+    ]
+    return pa.Table.from_arrays(columns + [data.column(c) for c in user], names=list(META_COLUMNS) + user)
+
+
+def constant_column(value: str, n: int) -> pa.DictionaryArray:
+    """``n`` copies of ``value`` as a dictionary array (one dictionary entry, zeroed indices)."""
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([value]))
+
+
+def _seqnos(instant: str, task_id: int, start: int, n: int) -> pa.Array:
+    """Hudi's ``_hoodie_commit_seqno`` values ``<instant>_<task>_<n>`` for records start..start+n."""
+    seq = pc.cast(pa.array(np.arange(start, start + n, dtype=np.int64)), pa.string())
+    return pc.binary_join_element_wise(pa.scalar(f"{instant}_{task_id}"), seq, "_")
 
 
 def avro_schema_for(schema: pa.Schema, table_name: str) -> str:
@@ -61,7 +84,11 @@ def avro_schema_for(schema: pa.Schema, table_name: str) -> str:
 
 
 def write_base_file(storage: Storage, path: str, data: pa.Table, opts: BaseFileOptions) -> int:
-    """Writes ``data`` (meta columns included) to ``path``; returns the file size in bytes."""
+    """Writes ``data`` (meta columns included) to ``path``; returns the file size in bytes.
+    Dictionary columns are stored as their value type."""
+    # Chunks of a dictionary column must share one dictionary: on a change the parquet writer
+    # falls back to plain encoding for the rest of the column chunk.
+    data = data.unify_dictionaries()
     keys = data.column("_hoodie_record_key").combine_chunks()
     meta: dict[str, str] = {}
     if len(keys):
@@ -73,7 +100,7 @@ def write_base_file(storage: Storage, path: str, data: pa.Table, opts: BaseFileO
         )
         if opts.bloom_type == "DYNAMIC_V0":
             meta[BLOOM_FILTER_TYPE_KEY] = "DYNAMIC_V0"
-    meta["parquet.avro.schema"] = avro_schema_for(data.schema, opts.table_name)
+    meta["parquet.avro.schema"] = avro_schema_for(_decoded(data.schema), opts.table_name)
     meta["writer.model.name"] = "avro"
     avg_row = max(1, data.nbytes // max(1, data.num_rows))
     storage.makedirs(path.rsplit("/", 1)[0] if "/" in path else "")
@@ -91,3 +118,10 @@ def write_base_file(storage: Storage, path: str, data: pa.Table, opts: BaseFileO
         writer.write_table(data, row_group_size=max(1, opts.row_group_bytes // avg_row))
         writer.add_key_value_metadata(meta)
     return storage.size(path)
+
+
+def _decoded(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with dictionary fields replaced by their value type, as the file stores them."""
+    return pa.schema(
+        [f.with_type(f.type.value_type) if pa.types.is_dictionary(f.type) else f for f in schema]
+    )

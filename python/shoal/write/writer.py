@@ -7,6 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -133,10 +134,10 @@ class Writer:
             timeline = timeline.reload()
         view = FileSystemView(self.storage, timeline)
         if operation == Operation.BULK_INSERT:
-            assignment, routed = self._plan_bulk_insert(records, timeline)
+            assignment, chunks = self._plan_bulk_insert(records, timeline)
         else:
-            assignment, routed = self._plan(records, operation, view, timeline)
-        return self._execute(records, operation, assignment, routed, timeline)
+            assignment, chunks = self._plan(records, operation, view, timeline)
+        return self._execute(records, operation, assignment, chunks, timeline)
 
     # ---- preparation (nothing on the timeline changes here) -------------------------------
 
@@ -206,45 +207,41 @@ class Writer:
 
     def _plan(
         self, records: pa.Table, operation: Operation, view: FileSystemView, timeline: Timeline
-    ) -> tuple[Assignment, list[tuple[int, pa.Array]]]:
-        """Tags records, builds buckets; returns the assignment and, per bucket, row indices."""
+    ) -> tuple[Assignment, list[tuple[int, pa.Table]]]:
+        """Tags records, builds buckets; returns the assignment and, per bucket, its records."""
         assigner = self._assigner(timeline, records)
         assignment = Assignment()
         routed: list[tuple[int, pa.Array]] = []
-        partitions = records.column(PARTITION_PATH)
-        index = BloomIndex(self.storage, prune_by_ranges=self.wc.get(BLOOM_PRUNE_BY_RANGES))
+        groups = group_rows(records.column(PARTITION_PATH))
+        all_keys = records.column(RECORD_KEY)
+        keys = [all_keys.take(rows).combine_chunks() for _, rows in groups]
+        slices = [view.latest_file_slices(partition) for partition, _ in groups]
+        if operation == Operation.INSERT and self.wc.get(ALLOW_DUPLICATE_ON_INSERTS):
+            tags = [pa.nulls(len(k), pa.string()) for k in keys]
+        else:
+            index = BloomIndex(self.storage, prune_by_ranges=self.wc.get(BLOOM_PRUNE_BY_RANGES))
+            tags = index.tag(list(zip(keys, slices, strict=True)))
         ops = records.column(OP_COLUMN)
-        for partition in sorted(pc.unique(partitions).to_pylist()):
-            rows = pc.indices_nonzero(pc.equal(partitions, partition))
-            slices = view.latest_file_slices(partition)
-            keys = records.column(RECORD_KEY).take(rows).combine_chunks()
-            if operation == Operation.INSERT and self.wc.get(ALLOW_DUPLICATE_ON_INSERTS):
-                tagged = pa.nulls(len(rows), pa.string())
-            else:
-                tagged = index.tag_partition(keys, slices)
+        for (partition, rows), partition_slices, tagged in zip(groups, slices, tags, strict=True):
             found = pc.is_valid(tagged)
-            row_ops = ops.take(rows)
-            is_upsert = pc.equal(row_ops, OP_UPSERT)
+            is_upsert = pc.equal(ops.take(rows), OP_UPSERT)
             # Deletes of keys the table does not hold have nothing to do.
             new_rows = pc.indices_nonzero(pc.and_(pc.invert(found), is_upsert))
-            updates_by_file: dict[str, list[int]] = defaultdict(list)
             upd_idx = pc.indices_nonzero(found)
-            upd_files = tagged.take(upd_idx).to_pylist()
-            for i, fid in zip(upd_idx.to_pylist(), upd_files, strict=False):
-                updates_by_file[fid].append(i)
+            updates_by_file = {fid: upd_idx.take(ix) for fid, ix in group_rows(tagged.take(upd_idx))}
             first_bucket = len(assignment.buckets)
             assigner.assign(
                 assignment,
                 partition,
                 len(new_rows),
                 {fid: len(ix) for fid, ix in updates_by_file.items()},
-                slices,
+                partition_slices,
                 allow_logs=self.config.table_type != TableType.MERGE_ON_READ,
             )
             bucket_rows: dict[int, list[pa.Array]] = defaultdict(list)
             by_file = {assignment.buckets[i].file_id: i for i in range(first_bucket, len(assignment.buckets))}
             for fid, ix in updates_by_file.items():
-                bucket_rows[by_file[fid]].append(rows.take(pa.array(ix, pa.int64())))
+                bucket_rows[by_file[fid]].append(rows.take(ix))
             offset = 0
             for bucket_idx, count in assignment.insert_plan.get(partition, []):
                 bucket_rows[bucket_idx].append(rows.take(new_rows.slice(offset, count)))
@@ -253,28 +250,27 @@ class Writer:
                 parts = bucket_rows.get(bucket_idx)
                 if parts:
                     routed.append((bucket_idx, pa.concat_arrays(parts)))
-        return assignment, routed
+        chunks = self.executor.map(records.take, [(rows,) for _, rows in routed])
+        return assignment, [(b, chunk) for (b, _), chunk in zip(routed, chunks, strict=True)]
 
     def _plan_bulk_insert(
         self, records: pa.Table, timeline: Timeline
-    ) -> tuple[Assignment, list[tuple[int, pa.Array]]]:
+    ) -> tuple[Assignment, list[tuple[int, pa.Table]]]:
         """Sorted by partition and key, cut into files of ``max file size`` each; no index lookup."""
-        order = pc.sort_indices(records, sort_keys=[(PARTITION_PATH, "ascending"), (RECORD_KEY, "ascending")])
         assigner = self._assigner(timeline, records)
         per_file = assigner.records_per_new_file()
-        partitions = records.column(PARTITION_PATH).take(order)
+        groups = group_rows(records.column(PARTITION_PATH))
+        # Base files take the partition path from their bucket: no need to carry the column.
+        data = records.drop_columns([PARTITION_PATH])
+        sorted_parts = self.executor.map(_sorted_by_key, [(data, rows) for _, rows in groups])
         assignment = Assignment()
-        routed: list[tuple[int, pa.Array]] = []
-        # Run-length boundaries of the (sorted) partition column.
-        values = pc.run_end_encode(partitions.combine_chunks())
-        start = 0
-        for value, end in zip(values.values.to_pylist(), values.run_ends.to_pylist(), strict=False):
-            for lo in range(start, end, per_file):
-                hi = min(end, lo + per_file)
-                assigner.assign(assignment, value, hi - lo, {}, [], allow_logs=True, use_small_files=False)
-                routed.append((len(assignment.buckets) - 1, order.slice(lo, hi - lo)))
-            start = end
-        return assignment, routed
+        chunks: list[tuple[int, pa.Table]] = []
+        for (partition, _), part in zip(groups, sorted_parts, strict=True):
+            for lo in range(0, part.num_rows, per_file):
+                n = min(per_file, part.num_rows - lo)
+                assigner.assign(assignment, partition, n, {}, [], allow_logs=True, use_small_files=False)
+                chunks.append((len(assignment.buckets) - 1, part.slice(lo, n)))
+        return assignment, chunks
 
     # ---- execution and commit --------------------------------------------------------------
 
@@ -295,7 +291,7 @@ class Writer:
         records: pa.Table,
         operation: Operation,
         assignment: Assignment,
-        routed: list[tuple[int, pa.Array]],
+        chunks: list[tuple[int, pa.Table]],
         timeline: Timeline,
     ) -> WriteResult:
         mor = self.config.table_type == TableType.MERGE_ON_READ
@@ -312,12 +308,10 @@ class Writer:
         opts = self._base_file_options()
         ordering = self.config.precombine_field
         cow_items, log_items = [], []
-        for task_id, (bucket_idx, rows) in enumerate(routed):
+        for task_id, (bucket_idx, chunk) in enumerate(chunks):
             bucket = assignment.buckets[bucket_idx]
             existing: FileSlice | None = bucket.existing
-            chunk = records.take(rows)
-            has_deletes = not pc.all(pc.equal(chunk.column(OP_COLUMN), OP_UPSERT)).as_py()
-            if mor and existing is not None and bucket.inserts == 0 and not has_deletes:
+            if mor and existing is not None and bucket.inserts == 0 and _upserts_only(chunk):
                 target = slice_for_new_logs(existing, pending)
                 log_items.append((self._log_spec(instant_time, task_id, target), chunk, self.storage))
                 continue
@@ -339,7 +333,7 @@ class Writer:
                 old_slice=old_slice,
             )
             cow_items.append((spec, chunk, self.storage))
-        for partition in {assignment.buckets[b].partition_path for b, _ in routed}:
+        for partition in {assignment.buckets[b].partition_path for b, _ in chunks}:
             ensure_partition_metadata(self.storage, partition, instant_time)
         stats: list[WriteStat] = self.executor.map(run_cow_write, cow_items)
         stats += self.executor.map(run_log_append, log_items)
@@ -405,3 +399,37 @@ class Writer:
         for partition, stat in per_partition.items():
             profile.partition_to_write_stats[partition] = [stat]
         return profile
+
+
+def group_rows(values: pa.Array | pa.ChunkedArray) -> list[tuple[Any, pa.Array]]:
+    """The distinct non-null values of ``values`` in ascending order, each with the (ascending)
+    indices of the rows holding it."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()
+    encoded = pc.dictionary_encode(values)
+    codes = encoded.indices.fill_null(-1) if encoded.null_count else encoded.indices
+    # A stable sort by code groups the rows and keeps each group in row order.
+    order = pc.array_sort_indices(codes)
+    counts = np.bincount(codes.to_numpy(zero_copy_only=False) + 1, minlength=len(encoded.dictionary) + 1)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    dictionary = encoded.dictionary.to_pylist()
+    return [
+        (dictionary[code], order.slice(starts[code + 1], counts[code + 1]))
+        for code in sorted(range(len(dictionary)), key=dictionary.__getitem__)
+    ]
+
+
+def _sorted_by_key(data: pa.Table, rows: pa.Array) -> pa.Table:
+    """The ``rows`` of ``data`` sorted by record key; equal keys (duplicates allowed on insert)
+    keep their input order, as one stable sort by (partition path, key) would."""
+    # Gathering the rows in row order first keeps the key-order gather within the (smaller, more
+    # cache-friendly) copy.
+    part = data.take(rows)
+    keys = part.column(RECORD_KEY)
+    return part.take(
+        _native.sort_key_indices(keys.chunk(0) if keys.num_chunks == 1 else keys.combine_chunks())
+    )
+
+
+def _upserts_only(chunk: pa.Table) -> bool:
+    return bool(pc.all(pc.equal(chunk.column(OP_COLUMN), OP_UPSERT)).as_py())
