@@ -1,0 +1,128 @@
+"""Merge-on-read against peers on the data of ``compare.py``, in one run; prints ratios.
+
+    .venv/bin/python benches/compare_mor.py [--rows 1000000] [--upsert-rows 100000] [--repeat 3]
+
+1. MOR upsert of ``--upsert-rows`` (half updates, half inserts) into the ``--rows`` table, against
+   deltalake's merge of the same rows into the same data (target ratio <= 0.3).
+2. Snapshot read of the MOR table with those updates still in log files, against hudi-rs reading
+   the same table (target <= 0.8). Both read every column and merge the logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table as RichTable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import shoal
+from compare import make_data, make_upsert, timed
+
+console = Console()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--upsert-rows", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out", default="benches/results/compare_mor.json")
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="shoal-bench-mor-"))
+    data = make_data(args.rows)
+    upsert = make_upsert(data, args.upsert_rows)
+    results: dict[str, float] = {}
+    console.rule(f"merge-on-read: {args.rows:,} rows, upsert of {args.upsert_rows:,} (half updates)")
+
+    base = work / "mor_base"
+    t = shoal.Table.create(
+        str(base),
+        name="bench",
+        table_type="MERGE_ON_READ",
+        record_key="key",
+        partition_by="part",
+        ordering_field="ts",
+    )
+    t.bulk_insert(data)
+
+    def fresh_copy() -> None:
+        shutil.rmtree(work / "mor_upsert", ignore_errors=True)
+        shutil.copytree(base, work / "mor_upsert")
+
+    results["mor_upsert.shoal"] = timed(
+        lambda: shoal.Table(str(work / "mor_upsert")).upsert(upsert), fresh_copy, args.repeat
+    )
+    try:
+        import deltalake
+
+        delta = work / "delta_base"
+        deltalake.write_deltalake(str(delta), data, partition_by=["part"])
+
+        def copy_delta() -> None:
+            shutil.rmtree(work / "delta_upsert", ignore_errors=True)
+            shutil.copytree(delta, work / "delta_upsert")
+
+        def merge() -> None:
+            dt = deltalake.DeltaTable(str(work / "delta_upsert"))
+            (
+                dt.merge(
+                    upsert, predicate="t.key = s.key AND t.part = s.part", source_alias="s", target_alias="t"
+                )
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute()
+            )
+
+        results["mor_upsert.deltalake"] = timed(merge, copy_delta, args.repeat)
+    except ImportError:
+        console.print("deltalake not installed: skipping the upsert comparison")
+
+    # The table as left by one upsert: updates in log files, inserts in base files.
+    fresh_copy()
+    table = shoal.Table(str(work / "mor_upsert"))
+    table.upsert(upsert)
+    logs = sum(len(s.log_files) for s in table.file_slices())
+    results["mor_read.shoal"] = timed(lambda: shoal.Table(str(work / "mor_upsert")).read(), None, args.repeat)
+    try:
+        from hudi import HudiTableBuilder
+
+        results["mor_read.hudi-rs"] = timed(
+            lambda: HudiTableBuilder.from_base_uri(str(work / "mor_upsert")).build().read(), None, args.repeat
+        )
+    except ImportError:
+        console.print("hudi not installed: skipping hudi-rs")
+
+    ratios = {
+        "MOR upsert: shoal / deltalake merge": ("mor_upsert.shoal", "mor_upsert.deltalake", "<= 0.3"),
+        f"MOR snapshot read ({logs} log files): shoal / hudi-rs": (
+            "mor_read.shoal",
+            "mor_read.hudi-rs",
+            "<= 0.8",
+        ),
+    }
+    out_table = RichTable(title="merge-on-read vs peers (best of runs)")
+    for col in ("comparison", "shoal s", "peer s", "ratio", "target"):
+        out_table.add_column(col)
+    report = {"rows": args.rows, "upsert_rows": args.upsert_rows, "seconds": results, "ratios": {}}
+    for label, (ours, peer, target) in ratios.items():
+        if ours in results and peer in results:
+            ratio = results[ours] / results[peer]
+            report["ratios"][label] = ratio
+            out_table.add_row(label, f"{results[ours]:.3f}", f"{results[peer]:.3f}", f"{ratio:.2f}", target)
+    console.print(out_table)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    console.print(f"wrote {out}")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
