@@ -1,5 +1,6 @@
-//! Sorting record keys: a bulk insert writes each partition's records in record-key order (Hudi's
-//! default GLOBAL_SORT mode), so it sorts every partition's keys.
+//! Ordering record keys: a bulk insert writes each partition's records in record-key order (Hudi's
+//! default GLOBAL_SORT mode), so it sorts every partition's keys, and every base file records its
+//! least and greatest key in the footer (HUDI_FORMAT §6.1).
 //!
 //! Keys compare as bytes (UTF-8 order), like Arrow's string sort, and the sort is stable. Most of
 //! the work is a sort of `(8-byte big-endian prefix, row)` pairs, which needs no access to the key
@@ -12,38 +13,68 @@ use arrow_schema::DataType;
 
 use crate::error::{Error, Result};
 
+/// Runs `$body` with `$value: impl Fn(usize) -> &[u8]` over a string or binary array (any offset
+/// width, or a view); other types are `Error::Unsupported`.
+macro_rules! with_values {
+    ($keys:expr, $what:expr, |$value:ident| $body:expr) => {{
+        let keys: &dyn Array = $keys;
+        match keys.data_type() {
+            DataType::Utf8 => {
+                let a = keys.as_string::<i32>();
+                let $value = |i: usize| a.value(i).as_bytes();
+                Ok($body)
+            }
+            DataType::LargeUtf8 => {
+                let a = keys.as_string::<i64>();
+                let $value = |i: usize| a.value(i).as_bytes();
+                Ok($body)
+            }
+            DataType::Utf8View => {
+                let a = keys.as_string_view();
+                let $value = |i: usize| a.value(i).as_bytes();
+                Ok($body)
+            }
+            DataType::Binary => {
+                let a = keys.as_binary::<i32>();
+                let $value = |i: usize| a.value(i);
+                Ok($body)
+            }
+            DataType::LargeBinary => {
+                let a = keys.as_binary::<i64>();
+                let $value = |i: usize| a.value(i);
+                Ok($body)
+            }
+            DataType::BinaryView => {
+                let a = keys.as_binary_view();
+                let $value = |i: usize| a.value(i);
+                Ok($body)
+            }
+            other => Err(Error::Unsupported(format!(
+                "{} takes a string or binary array, got {other}",
+                $what
+            ))),
+        }
+    }};
+}
+
 /// Row indices that order `keys` ascending by their bytes, equal keys in row order; null keys
 /// come last, in row order. `keys` is a string or binary array (any offset width, or a view).
 pub fn sort_indices(keys: &dyn Array) -> Result<UInt64Array> {
-    match keys.data_type() {
-        DataType::Utf8 => {
-            let a = keys.as_string::<i32>();
-            Ok(sort_by(keys, |i| a.value(i).as_bytes()))
-        }
-        DataType::LargeUtf8 => {
-            let a = keys.as_string::<i64>();
-            Ok(sort_by(keys, |i| a.value(i).as_bytes()))
-        }
-        DataType::Utf8View => {
-            let a = keys.as_string_view();
-            Ok(sort_by(keys, |i| a.value(i).as_bytes()))
-        }
-        DataType::Binary => {
-            let a = keys.as_binary::<i32>();
-            Ok(sort_by(keys, |i| a.value(i)))
-        }
-        DataType::LargeBinary => {
-            let a = keys.as_binary::<i64>();
-            Ok(sort_by(keys, |i| a.value(i)))
-        }
-        DataType::BinaryView => {
-            let a = keys.as_binary_view();
-            Ok(sort_by(keys, |i| a.value(i)))
-        }
-        other => Err(Error::Unsupported(format!(
-            "key sort takes a string or binary array, got {other}"
-        ))),
-    }
+    with_values!(keys, "key sort", |value| sort_by(keys, value))
+}
+
+/// The least and the greatest key by bytes (what a base file footer records as its min/max
+/// record key), nulls ignored; `None` when there is no valid key.
+pub fn bounds(keys: &dyn Array) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+    with_values!(keys, "key bounds", |value| {
+        let mut valid = (0..keys.len()).filter(|&i| keys.is_valid(i)).map(value);
+        valid.next().map(|first| {
+            let (lo, hi) = valid.fold((first, first), |(lo, hi), k| {
+                (if k < lo { k } else { lo }, if k > hi { k } else { hi })
+            });
+            (lo.to_vec(), hi.to_vec())
+        })
+    })
 }
 
 /// The first 8 bytes of `key` as a big-endian integer, zero-padded: prefixes order as the keys
@@ -169,5 +200,26 @@ mod tests {
     fn rejects_other_types() {
         let ints = arrow_array::Int32Array::from(vec![1, 2]);
         assert!(matches!(sort_indices(&ints), Err(Error::Unsupported(_))));
+        assert!(matches!(bounds(&ints), Err(Error::Unsupported(_))));
+    }
+
+    #[test]
+    fn bounds_by_bytes_ignoring_nulls() {
+        let keys = StringArray::from(vec![Some("b"), None, Some("ab"), Some("é"), Some("a")]);
+        let (lo, hi) = bounds(&keys).unwrap().unwrap();
+        assert_eq!((lo.as_slice(), hi.as_slice()), (&b"a"[..], "é".as_bytes()));
+        let view = StringViewArray::from(vec![Some("only")]);
+        assert_eq!(
+            bounds(&view).unwrap(),
+            Some((b"only".to_vec(), b"only".to_vec()))
+        );
+        assert_eq!(
+            bounds(&StringArray::from(vec![None::<&str>])).unwrap(),
+            None
+        );
+        assert_eq!(
+            bounds(&StringArray::from(Vec::<&str>::new())).unwrap(),
+            None
+        );
     }
 }

@@ -9,6 +9,7 @@ pub mod error;
 pub mod keysort;
 pub mod logformat;
 pub mod merge;
+pub mod meta;
 pub mod sizing;
 
 #[cfg(feature = "python")]

@@ -54,10 +54,18 @@ def bloom_footer_for_keys(
 ) -> str:
     """Builds a filter over a string array of record keys and returns its footer value."""
 
-# --- record-key sort (rust/keysort.rs) ---------------------------------------------------------
+# --- record-key ordering (rust/keysort.rs) -----------------------------------------------------
 
 def sort_key_indices(keys: pa.Array | Any) -> pa.UInt64Array:
     """Row indices sorting a string or binary array ascending by bytes, stably, nulls last."""
+
+def key_bounds(keys: pa.Array | Any) -> tuple[str, str] | None:
+    """The least and greatest key of a string array by bytes, nulls ignored; None if none is valid."""
+
+# --- meta column values (rust/meta.rs) ----------------------------------------------------------
+
+def commit_seqnos(prefix: str, start: int, n: int) -> pa.StringArray:
+    """``_hoodie_commit_seqno`` values ``<prefix><index>`` for indices ``start .. start + n``."""
 
 # --- record-size sampling (rust/sizing.rs) ------------------------------------------------------
 

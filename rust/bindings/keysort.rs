@@ -1,4 +1,4 @@
-//! Python binding of the record-key sort.
+//! Python bindings of record-key ordering: sort and bounds.
 
 use std::sync::Arc;
 
@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 use pyo3_arrow::PyArray;
 
 use super::errors::to_py_err;
+use crate::error::Error;
 
 /// Row indices that sort a string or binary array ascending by bytes, stably, nulls last;
 /// returns a `pyarrow.UInt64Array` (what `pyarrow.compute.sort_indices` gives for one key).
@@ -18,8 +19,27 @@ fn sort_key_indices<'py>(py: Python<'py>, keys: PyArray) -> PyResult<Bound<'py, 
     py.import("pyarrow")?.getattr("array")?.call1((exported,))
 }
 
-/// Adds the key sort to `_native`.
+/// The least and greatest key of a string array by bytes, nulls ignored; None if no key is valid.
+#[pyfunction]
+fn key_bounds(py: Python<'_>, keys: PyArray) -> PyResult<Option<(String, String)>> {
+    let bounds = py
+        .detach(|| crate::keysort::bounds(keys.as_ref().as_ref()))
+        .map_err(to_py_err)?;
+    bounds
+        .map(|(lo, hi)| {
+            let text = |b: Vec<u8>| {
+                String::from_utf8(b).map_err(|e| {
+                    to_py_err(Error::InvalidArgument(format!("key is not UTF-8: {e}")))
+                })
+            };
+            Ok((text(lo)?, text(hi)?))
+        })
+        .transpose()
+}
+
+/// Adds record-key ordering to `_native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sort_key_indices, m)?)?;
+    m.add_function(wrap_pyfunction!(key_bounds, m)?)?;
     Ok(())
 }

@@ -8,6 +8,7 @@ mod errors;
 mod keysort;
 mod logformat;
 mod merge;
+mod meta;
 mod sizing;
 
 #[pymodule]
@@ -18,6 +19,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     keysort::register(m)?;
     logformat::register(m)?;
     merge::register(m)?;
+    meta::register(m)?;
     sizing::register(m)?;
     Ok(())
 }
