@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from shoal import _native
@@ -82,8 +81,7 @@ def constant_column(value: str, n: int) -> pa.DictionaryArray:
 
 def _seqnos(instant: str, task_id: int, start: int, n: int) -> pa.Array:
     """Hudi's ``_hoodie_commit_seqno`` values ``<instant>_<task>_<n>`` for records start..start+n."""
-    seq = pc.cast(pa.array(np.arange(start, start + n, dtype=np.int64)), pa.string())
-    return pc.binary_join_element_wise(pa.scalar(f"{instant}_{task_id}"), seq, "_")
+    return _native.commit_seqnos(f"{instant}_{task_id}_", start, n)
 
 
 def avro_schema_for(schema: pa.Schema, table_name: str) -> str:
@@ -100,9 +98,7 @@ def write_base_file(storage: Storage, path: str, data: pa.Table, opts: BaseFileO
     keys = data.column("_hoodie_record_key").combine_chunks()
     meta: dict[str, str] = {}
     if len(keys):
-        bounds = pc.min_max(keys)
-        meta[MIN_RECORD_KEY] = bounds["min"].as_py()
-        meta[MAX_RECORD_KEY] = bounds["max"].as_py()
+        meta[MIN_RECORD_KEY], meta[MAX_RECORD_KEY] = _native.key_bounds(keys)
         meta[BLOOM_FILTER_KEY] = _native.bloom_footer_for_keys(
             keys, opts.bloom_num_entries, opts.bloom_fpp, opts.bloom_max_entries, opts.bloom_type
         )

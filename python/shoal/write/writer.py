@@ -250,7 +250,7 @@ class Writer:
                 parts = bucket_rows.get(bucket_idx)
                 if parts:
                     routed.append((bucket_idx, pa.concat_arrays(parts)))
-        chunks = self.executor.map(records.take, [(rows,) for _, rows in routed])
+        chunks = self.executor.map(take_rows, [(records, rows) for _, rows in routed])
         return assignment, [(b, chunk) for (b, _), chunk in zip(routed, chunks, strict=True)]
 
     def _plan_bulk_insert(
@@ -424,11 +424,28 @@ def _sorted_by_key(data: pa.Table, rows: pa.Array) -> pa.Table:
     keep their input order, as one stable sort by (partition path, key) would."""
     # Gathering the rows in row order first keeps the key-order gather within the (smaller, more
     # cache-friendly) copy.
-    part = data.take(rows)
+    part = take_rows(data, rows)
     keys = part.column(RECORD_KEY)
-    return part.take(
-        _native.sort_key_indices(keys.chunk(0) if keys.num_chunks == 1 else keys.combine_chunks())
-    )
+    order = _native.sort_key_indices(keys.chunk(0) if keys.num_chunks == 1 else keys.combine_chunks())
+    return take_rows(part, order)
+
+
+def take_rows(table: pa.Table, indices: pa.Array) -> pa.Table:
+    """``table.take(indices)``, gathering columns that share their data once: a string record
+    key field and ``_hoodie_record_key`` are the same array."""
+    taken: dict[tuple[Any, ...], pa.ChunkedArray] = {}
+    columns = []
+    for column in table.columns:
+        identity = (
+            column.type,
+            tuple(
+                (c.offset, len(c), tuple(b.address if b else 0 for b in c.buffers())) for c in column.chunks
+            ),
+        )
+        if identity not in taken:
+            taken[identity] = column.take(indices)
+        columns.append(taken[identity])
+    return pa.Table.from_arrays(columns, schema=table.schema)
 
 
 def _upserts_only(chunk: pa.Table) -> bool:
