@@ -103,5 +103,6 @@ def dedup_by_key(data: pa.Table, ordering_field: str | None) -> pa.Table:
 def validate_keys(keys: pa.ChunkedArray) -> None:
     if keys.null_count:
         raise InvalidRecordKeyError("record key is null")
-    if pc.any(pc.equal(pc.utf8_length(keys), 0)).as_py():
+    # Byte lengths come from the offsets; utf8_length would decode every key.
+    if pc.any(pc.equal(pc.binary_length(keys), 0)).as_py():
         raise InvalidRecordKeyError("record key is empty")

@@ -436,16 +436,22 @@ def take_rows(table: pa.Table, indices: pa.Array) -> pa.Table:
     taken: dict[tuple[Any, ...], pa.ChunkedArray] = {}
     columns = []
     for column in table.columns:
-        identity = (
-            column.type,
-            tuple(
-                (c.offset, len(c), tuple(b.address if b else 0 for b in c.buffers())) for c in column.chunks
-            ),
-        )
+        identity = _identity(column)
         if identity not in taken:
             taken[identity] = column.take(indices)
         columns.append(taken[identity])
     return pa.Table.from_arrays(columns, schema=table.schema)
+
+
+def _identity(column: pa.ChunkedArray) -> tuple[Any, ...]:
+    """Equal for two columns exactly when they are views of the same memory."""
+
+    def addresses(array: pa.Array) -> tuple[int, ...]:
+        own = tuple(b.address if b else 0 for b in array.buffers())
+        # A dictionary array's buffers are its indices only.
+        return own + addresses(array.dictionary) if isinstance(array, pa.DictionaryArray) else own
+
+    return (column.type, tuple((c.offset, len(c), addresses(c)) for c in column.chunks))
 
 
 def _upserts_only(chunk: pa.Table) -> bool:
