@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import tempfile
 import time
 import uuid
@@ -196,7 +195,7 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
-    console.print(f"wrote {out}; median shoal time {statistics.median(results.values()):.3f}s")
+    console.print(f"wrote {out}")
     shutil.rmtree(work, ignore_errors=True)
 
 
