@@ -97,8 +97,10 @@ def write_base_file(storage: Storage, path: str, data: pa.Table, opts: BaseFileO
     data = data.unify_dictionaries()
     keys = data.column("_hoodie_record_key").combine_chunks()
     meta: dict[str, str] = {}
-    if len(keys):
-        meta[MIN_RECORD_KEY], meta[MAX_RECORD_KEY] = _native.key_bounds(keys)
+    # Record keys are never null, so there are bounds exactly when there are records.
+    bounds = _native.key_bounds(keys)
+    if bounds is not None:
+        meta[MIN_RECORD_KEY], meta[MAX_RECORD_KEY] = bounds
         meta[BLOOM_FILTER_KEY] = _native.bloom_footer_for_keys(
             keys, opts.bloom_num_entries, opts.bloom_fpp, opts.bloom_max_entries, opts.bloom_type
         )
