@@ -5,7 +5,7 @@ use arrow_array::{Array, BooleanArray};
 use arrow_buffer::{BooleanBuffer, Buffer};
 use arrow_schema::DataType;
 
-use super::murmur::KeyMix;
+use super::simple::{BitVector, HashParams};
 use super::{probe, BloomFilter, BloomFilterType};
 use crate::error::{Error, Result};
 
@@ -62,13 +62,17 @@ impl BloomFilter {
                 keys.len()
             )));
         }
-        let mut scratch = Vec::new();
         with_keys!(keys, |key| {
-            for i in 0..keys.len() {
-                if let Some(k) = key(i) {
-                    self.add_mixed(&KeyMix::with_scratch(k, &mut scratch));
-                }
-            }
+            let ks: Vec<&[u8]> = (0..keys.len()).filter_map(|i| key(i)).collect();
+            let rows: Vec<usize> = match self {
+                BloomFilter::Simple(_) => vec![0; ks.len()],
+                BloomFilter::DynamicV0(f) => ks.iter().map(|_| f.claim_row()).collect(),
+            };
+            let (params, bits): (HashParams, &mut [BitVector]) = match self {
+                BloomFilter::Simple(f) => (f.params, std::slice::from_mut(&mut f.bits)),
+                BloomFilter::DynamicV0(f) => (f.params, &mut f.rows[..]),
+            };
+            super::probe::add_batch(&params, bits, &ks, &rows);
         })
     }
 

@@ -52,6 +52,12 @@ impl DynamicBloomFilter {
         self.add_mixed(&KeyMix::new(key));
     }
 
+    pub(crate) fn claim_row(&mut self) -> usize {
+        let row = self.active_row();
+        self.current_nb_record = self.current_nb_record.wrapping_add(1);
+        row
+    }
+
     /// Java's `add`: pick the active row (maybe growing the matrix), set the bits, count.
     pub(crate) fn add_mixed(&mut self, key: &KeyMix<'_>) {
         let row = self.active_row();
