@@ -63,7 +63,7 @@ impl BloomFilter {
             )));
         }
         with_keys!(keys, |key| {
-            let ks: Vec<&[u8]> = (0..keys.len()).filter_map(|i| key(i)).collect();
+            let ks: Vec<&[u8]> = (0..keys.len()).filter_map(key).collect();
             let rows: Vec<usize> = match self {
                 BloomFilter::Simple(_) => vec![0; ks.len()],
                 BloomFilter::DynamicV0(f) => ks.iter().map(|_| f.claim_row()).collect(),

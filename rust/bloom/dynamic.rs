@@ -52,6 +52,8 @@ impl DynamicBloomFilter {
         self.add_mixed(&KeyMix::new(key));
     }
 
+    /// Reserves the row the next key goes to and counts it, as Java's `add` does before setting
+    /// bits; lets a batch add set the bits of many keys afterwards, in lanes.
     pub(crate) fn claim_row(&mut self) -> usize {
         let row = self.active_row();
         self.current_nb_record = self.current_nb_record.wrapping_add(1);

@@ -301,7 +301,12 @@ fn barrett_rem(h: u32, d: u32, m: u32) -> u32 {
 }
 
 const AL: usize = 16;
-pub(crate) fn add_batch(params: &HashParams, rows: &mut [BitVector], keys: &[&[u8]], row_of: &[usize]) {
+pub(crate) fn add_batch(
+    params: &HashParams,
+    rows: &mut [BitVector],
+    keys: &[&[u8]],
+    row_of: &[usize],
+) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") {
@@ -333,8 +338,14 @@ fn add_kernel(params: &HashParams, rows: &mut [BitVector], keys: &[&[u8]], row_o
                 let mix = KeyMix::new(k);
                 let row = &mut rows[row_of[b * AL + l]];
                 let mut seed = 0u32;
-                for _ in 0..params.nb_hash { seed = mix.hash(seed); row.set(position(seed, &params.modulus)); }
-                n_chunks[l] = 0; len[l] = 0; tail_mask[l] = 0; continue;
+                for _ in 0..params.nb_hash {
+                    seed = mix.hash(seed);
+                    row.set(position(seed, &params.modulus));
+                }
+                n_chunks[l] = 0;
+                len[l] = 0;
+                tail_mask[l] = 0;
+                continue;
             }
             for (c, bb) in k[..whole].chunks_exact(4).enumerate() {
                 chunks[c][l] = mix_chunk([bb[0], bb[1], bb[2], bb[3]]);
@@ -344,34 +355,49 @@ fn add_kernel(params: &HashParams, rows: &mut [BitVector], keys: &[&[u8]], row_o
             tail[l] = tail_xor(&k[whole..]);
             tail_mask[l] = if whole != k.len() { u32::MAX } else { 0 };
         }
-        for l in block.len()..AL { n_chunks[l] = 0; len[l] = 0; tail_mask[l] = 0; }
+        for l in block.len()..AL {
+            n_chunks[l] = 0;
+            len[l] = 0;
+            tail_mask[l] = 0;
+        }
         let max_chunks = n_chunks.iter().copied().max().unwrap_or(0) as usize;
         let mut seed = [0u32; AL];
         for _ in 0..params.nb_hash {
             let mut h = [0u32; AL];
-            for l in 0..AL { h[l] = seed[l] ^ len[l]; }
+            for l in 0..AL {
+                h[l] = seed[l] ^ len[l];
+            }
             for c in 0..max_chunks {
                 let ks = &chunks[c];
                 for l in 0..AL {
                     let stepped = h[l].wrapping_mul(M) ^ ks[l];
-                    h[l] = if (c as u32) < n_chunks[l] { stepped } else { h[l] };
+                    h[l] = if (c as u32) < n_chunks[l] {
+                        stepped
+                    } else {
+                        h[l]
+                    };
                 }
             }
             let mut pos = [0u32; AL];
             for l in 0..AL {
                 let tailed = (h[l] ^ tail[l]).wrapping_mul(M);
                 let mut x = (tailed & tail_mask[l]) | (h[l] & !tail_mask[l]);
-                x ^= x >> 13; x = x.wrapping_mul(M); x ^= x >> 15;
+                x ^= x >> 13;
+                x = x.wrapping_mul(M);
+                x ^= x >> 15;
                 seed[l] = x;
                 pos[l] = barrett_rem(x, d, m);
             }
             for l in 0..lanes.min(block.len()) {
                 let whole = block[l].len() & !3;
-                if whole / 4 > MAX_CHUNKS { continue; }
+                if whole / 4 > MAX_CHUNKS {
+                    continue;
+                }
                 rows[row_of[b * AL + l]].set(pos[l]);
             }
         }
-        lanes = 0; let _ = lanes;
+        lanes = 0;
+        let _ = lanes;
     }
 }
 
