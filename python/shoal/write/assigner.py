@@ -48,7 +48,9 @@ class BucketAssigner:
     def records_per_new_file(self) -> int:
         return max(1, self.max_file_size // self.avg_record_size)
 
-    def small_files(self, slices: Sequence[FileSlice], allow_logs: bool) -> list[FileSlice]:
+    def small_files(
+        self, slices: Sequence[FileSlice], allow_logs: bool, exclude: frozenset[str] = frozenset()
+    ) -> list[FileSlice]:
         """Slices whose base file is small; on MOR only slices without log files qualify, since
         inserts into a slice with logs would need a merge the reader does anyway."""
         if self.small_file_limit <= 0:
@@ -59,6 +61,7 @@ class BucketAssigner:
             if s.base_file is not None
             and s.base_file.size < self.small_file_limit
             and (allow_logs or not s.log_files)
+            and s.file_id not in exclude
         ]
         return sorted(out, key=lambda s: (s.base_file.size if s.base_file else 0, s.file_id))
 
@@ -80,7 +83,10 @@ class BucketAssigner:
         plan: list[tuple[int, int]] = []
         remaining = num_inserts
         if use_small_files:
-            for sl in self.small_files(slices, allow_logs):
+            # On MOR a file group updated in this batch takes the updates as a cheap log append;
+            # packing inserts into it as well would turn that append into a rewrite.
+            exclude = frozenset() if allow_logs else frozenset(updates_by_file)
+            for sl in self.small_files(slices, allow_logs, exclude):
                 if remaining <= 0:
                     break
                 assert sl.base_file is not None
