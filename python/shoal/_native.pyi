@@ -145,8 +145,9 @@ def encode_avro_data_block(
     header: dict[str, str] | None = None,
 ) -> bytes:
     """An AVRO_DATA_BLOCK of the rows (a batch, or all batches of a table) as Avro datums of
-    ``schema_json`` (columns matched by name). Header: INSTANT_TIME, SCHEMA, unless ``header`` (ordered, Hudi key names) places
-    keys first or adds more; its values for those keys must equal the arguments."""
+    ``schema_json`` (columns matched by name). Header: INSTANT_TIME, SCHEMA, unless ``header``
+    (ordered, Hudi key names) places keys first or adds more; its values for those keys must
+    equal the arguments."""
 
 def encode_delete_block(
     record_keys: pa.Array | pa.ChunkedArray | Any,
@@ -181,7 +182,6 @@ def scan_log_files(
 ) -> list[LogBlock]:
     """The data and delete blocks of a file slice that count, oldest first: completed (or
     archived) instants only, rollbacks applied, stop after ``max_instant``, ``(start, end]``."""
-
 
 # -- merge-on-read kernel (rust/merge) ------------------------------------------------------
 def merge_records(
