@@ -66,6 +66,35 @@ def make_upsert(base: pa.Table, n: int, seed: int = 7) -> pa.Table:
     return pa.concat_tables([updates, inserts])
 
 
+def deltalake_merge_seconds(work: Path, data: pa.Table, upsert: pa.Table, repeat: int) -> float | None:
+    """Best time of deltalake's merge (update all matched, insert all others) of ``upsert`` into a
+    fresh copy of a Delta table holding ``data``; None when deltalake is not installed."""
+    try:
+        import deltalake
+    except ImportError:
+        return None
+    base = work / "delta_base"
+    if not base.exists():
+        deltalake.write_deltalake(str(base), data, partition_by=["part"])
+
+    def fresh_copy() -> None:
+        shutil.rmtree(work / "delta_upsert", ignore_errors=True)
+        shutil.copytree(base, work / "delta_upsert")
+
+    def merge() -> None:
+        dt = deltalake.DeltaTable(str(work / "delta_upsert"))
+        (
+            dt.merge(
+                upsert, predicate="t.key = s.key AND t.part = s.part", source_alias="s", target_alias="t"
+            )
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )
+
+    return timed(merge, fresh_copy, repeat)
+
+
 def timed(fn: Callable[[], object], setup: Callable[[], None] | None, repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -131,30 +160,11 @@ def main() -> None:
     results["upsert.shoal"] = timed(
         lambda: shoal.Table(str(work / "shoal_upsert")).upsert(upsert), copy_shoal, args.repeat
     )
-    try:
-        import deltalake
-
-        base_delta = work / "delta_base"
-        deltalake.write_deltalake(str(base_delta), data, partition_by=["part"])
-
-        def copy_delta() -> None:
-            shutil.rmtree(work / "delta_upsert", ignore_errors=True)
-            shutil.copytree(base_delta, work / "delta_upsert")
-
-        def delta_merge() -> None:
-            dt = deltalake.DeltaTable(str(work / "delta_upsert"))
-            (
-                dt.merge(
-                    upsert, predicate="t.key = s.key AND t.part = s.part", source_alias="s", target_alias="t"
-                )
-                .when_matched_update_all()
-                .when_not_matched_insert_all()
-                .execute()
-            )
-
-        results["upsert.deltalake"] = timed(delta_merge, copy_delta, args.repeat)
-    except ImportError:
+    seconds = deltalake_merge_seconds(work, data, upsert, args.repeat)
+    if seconds is None:
         console.print("deltalake not installed: skipping the upsert comparison")
+    else:
+        results["upsert.deltalake"] = seconds
 
     # -- snapshot read ----------------------------------------------------------------------
     copy_shoal()

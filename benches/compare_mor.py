@@ -22,7 +22,7 @@ from rich.table import Table as RichTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import shoal
-from compare import make_data, make_upsert, timed
+from compare import deltalake_merge_seconds, make_data, make_upsert, timed
 
 console = Console()
 
@@ -59,30 +59,11 @@ def main() -> None:
     results["mor_upsert.shoal"] = timed(
         lambda: shoal.Table(str(work / "mor_upsert")).upsert(upsert), fresh_copy, args.repeat
     )
-    try:
-        import deltalake
-
-        delta = work / "delta_base"
-        deltalake.write_deltalake(str(delta), data, partition_by=["part"])
-
-        def copy_delta() -> None:
-            shutil.rmtree(work / "delta_upsert", ignore_errors=True)
-            shutil.copytree(delta, work / "delta_upsert")
-
-        def merge() -> None:
-            dt = deltalake.DeltaTable(str(work / "delta_upsert"))
-            (
-                dt.merge(
-                    upsert, predicate="t.key = s.key AND t.part = s.part", source_alias="s", target_alias="t"
-                )
-                .when_matched_update_all()
-                .when_not_matched_insert_all()
-                .execute()
-            )
-
-        results["mor_upsert.deltalake"] = timed(merge, copy_delta, args.repeat)
-    except ImportError:
+    seconds = deltalake_merge_seconds(work, data, upsert, args.repeat)
+    if seconds is None:
         console.print("deltalake not installed: skipping the upsert comparison")
+    else:
+        results["mor_upsert.deltalake"] = seconds
 
     # The table as left by one upsert: updates in log files, inserts in base files.
     fresh_copy()

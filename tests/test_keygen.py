@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shoal.config import javaprops
 from shoal.errors import InvalidOptionError, InvalidRecordKeyError, UnsupportedError
 from shoal.keygen import (
     ComplexKeyGenerator,
@@ -63,52 +64,7 @@ def keygen(key: str, partition: str | None = None, **extra: str) -> KeyGenerator
 
 
 def _read_java_properties(path: Path) -> dict[str, str]:
-    """A small ``java.util.Properties`` reader (comments, continuations, escapes, = : or blank)."""
-    text = path.read_text(encoding="latin-1")
-    logical: list[str] = []
-    pending = ""
-    for raw in text.splitlines():
-        line = raw.lstrip()
-        if not pending and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            pending += line[:-1]
-            continue
-        logical.append(pending + line)
-        pending = ""
-    if pending:
-        logical.append(pending)
-    escapes = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-    def unescape(s: str) -> str:
-        out, i = [], 0
-        while i < len(s):
-            c = s[i]
-            if c == "\\" and i + 1 < len(s):
-                n = s[i + 1]
-                if n == "u":
-                    out.append(chr(int(s[i + 2 : i + 6], 16)))
-                    i += 6
-                    continue
-                out.append(escapes.get(n, n))
-                i += 2
-                continue
-            out.append(c)
-            i += 1
-        return "".join(out)
-
-    props = {}
-    for line in logical:
-        i = 0
-        while i < len(line) and line[i] not in "=: \t\f":
-            i += 2 if line[i] == "\\" else 1
-        key = line[:i]
-        rest = line[i:].lstrip(" \t\f")
-        if rest[:1] in ("=", ":"):
-            rest = rest[1:].lstrip(" \t\f")
-        props[unescape(key)] = unescape(rest)
-    return props
+    return javaprops.loads(path.read_text(encoding="latin-1"))
 
 
 @pytest.fixture(scope="session")
