@@ -323,3 +323,23 @@ def test_mor_torn_log_tail_keeps_the_last_committed_state(tmp_path):
     expected = [dict(r, ts=3) if r["id"] == 4 else r for r in committed]
     assert rows_by(t.read(), ["id", "ts", "fare"], ["id"]) == expected
     assert rows_by(hudi_rs_read(t.path), ["id", "ts", "fare"], ["id"]) == expected
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_soft_delete_keeps_the_row_with_only_key_partition_and_ordering(tmp_path, table_type):
+    t = shoal.Table.create(
+        str(tmp_path / "sd"),
+        name="sd",
+        table_type=table_type,
+        record_key="id",
+        partition_by="city",
+        ordering_field="ts",
+    )
+    t.upsert(_trips(range(6), ts=5))
+    assert t.soft_delete(pa.table({"id": [1, 4, 99], "city": ["nyc", "nyc", "sf"]})) is not None
+    rows = {r["id"]: r for r in _same_as_hudi_rs(t)}
+    assert len(rows) == 6, "soft-deleted rows stay in the table"
+    for i in (1, 4):
+        assert rows[i] == {"id": i, "city": "nyc", "ts": 5, "fare": None}
+    assert rows[2]["fare"] == 2.0
+    assert t.soft_delete(pa.table({"id": [1234], "city": ["sf"]})) is None

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from shoal import _native
@@ -30,7 +31,8 @@ from shoal.timeline.commit_metadata import CommitMetadata
 from shoal.timeline.instant import Instant
 from shoal.timeline.instant_time import format_instant
 from shoal.timeline.timeline import Timeline
-from shoal.write.schema import META_COLUMNS
+from shoal.write.input import to_arrow_table
+from shoal.write.schema import IS_DELETED_COLUMN, META_COLUMNS, strip_meta_columns
 from shoal.write.writer import Operation, Writer, WriteResult
 
 # Options that define the table and are persisted in hoodie.properties at creation.
@@ -217,6 +219,37 @@ class Table:
     def delete(self, data: Any, options: Mapping[str, Any] | None = None) -> str:
         """Deletes records by key: pass whole records or just their key (and partition) columns."""
         return self._writer(options).write(data, Operation.DELETE).instant
+
+    def soft_delete(self, keys: Any, options: Mapping[str, Any] | None = None) -> str | None:
+        """Soft-deletes records: they stay in the table, with every field other than the record
+        key, partition and ordering fields set to null.
+
+        ``keys`` holds the key (and partition) columns, or whole records. The stored ordering
+        value is kept, so the soft delete wins under event-time ordering too. Returns the instant,
+        or None when none of the keys is in the table.
+        """
+        incoming = strip_meta_columns(to_arrow_table(keys))
+        wanted = self.keygen.record_keys(incoming)
+        current = self.read(filters=[("_hoodie_record_key", "in", pc.unique(wanted).to_pylist())])
+        if current.num_rows == 0:
+            return None
+        keep = {*self.config.record_key_fields, *self.config.partition_fields}
+        if self.config.precombine_field:
+            keep.add(self.config.precombine_field)
+        columns, names = [], []
+        for name in current.column_names:
+            if name in META_COLUMNS:
+                continue
+            col = current.column(name)
+            if name == IS_DELETED_COLUMN:
+                col = pa.chunked_array([pa.repeat(pa.scalar(False), current.num_rows)])
+            elif name not in keep:
+                col = pa.chunked_array([pa.nulls(current.num_rows, col.type)])
+            columns.append(col)
+            names.append(name)
+        return (
+            self._writer(options).write(pa.Table.from_arrays(columns, names=names), Operation.UPSERT).instant
+        )
 
     def write(
         self, data: Any, operation: str = "upsert", options: Mapping[str, Any] | None = None
