@@ -66,6 +66,29 @@ def make_upsert(base: pa.Table, n: int, seed: int = 7) -> pa.Table:
     return pa.concat_tables([updates, inserts])
 
 
+def report_ratios(
+    title: str,
+    results: dict[str, float],
+    ratios: dict[str, tuple[str, str, str]],
+    args: argparse.Namespace,
+    out: Path,
+) -> None:
+    """Prints ``label -> (ours, peer, target)`` as a table of times and ratios, and saves them."""
+    table = RichTable(title=title)
+    for col in ("comparison", "shoal s", "peer s", "ratio", "target"):
+        table.add_column(col)
+    report: dict = {"rows": args.rows, "upsert_rows": args.upsert_rows, "seconds": results, "ratios": {}}
+    for label, (ours, peer, target) in ratios.items():
+        if ours in results and peer in results:
+            ratio = results[ours] / results[peer]
+            report["ratios"][label] = ratio
+            table.add_row(label, f"{results[ours]:.3f}", f"{results[peer]:.3f}", f"{ratio:.2f}", target)
+    console.print(table)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2))
+    console.print(f"wrote {out}")
+
+
 def deltalake_merge_seconds(work: Path, data: pa.Table, upsert: pa.Table, repeat: int) -> float | None:
     """Best time of deltalake's merge (update all matched, insert all others) of ``upsert`` into a
     fresh copy of a Delta table holding ``data``; None when deltalake is not installed."""
@@ -192,20 +215,7 @@ def main() -> None:
         "snapshot read: shoal / hudi-rs": ("read.shoal", "read.hudi-rs", "-"),
         "snapshot read: shoal / pyarrow dataset": ("read.shoal", "read.pyarrow", "-"),
     }
-    table = RichTable(title="shoal vs peers (best of runs)")
-    for col in ("comparison", "shoal s", "peer s", "ratio", "target"):
-        table.add_column(col)
-    report = {"rows": args.rows, "upsert_rows": args.upsert_rows, "seconds": results, "ratios": {}}
-    for label, (ours, peer, target) in ratios.items():
-        if ours in results and peer in results:
-            ratio = results[ours] / results[peer]
-            report["ratios"][label] = ratio
-            table.add_row(label, f"{results[ours]:.3f}", f"{results[peer]:.3f}", f"{ratio:.2f}", target)
-    console.print(table)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
-    console.print(f"wrote {out}")
+    report_ratios("shoal vs peers (best of runs)", results, ratios, args, Path(args.out))
     shutil.rmtree(work, ignore_errors=True)
 
 

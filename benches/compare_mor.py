@@ -11,18 +11,16 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table as RichTable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import shoal
-from compare import deltalake_merge_seconds, make_data, make_upsert, timed
+from compare import deltalake_merge_seconds, make_data, make_upsert, report_ratios, timed
 
 console = Console()
 
@@ -88,20 +86,7 @@ def main() -> None:
             "<= 0.8",
         ),
     }
-    out_table = RichTable(title="merge-on-read vs peers (best of runs)")
-    for col in ("comparison", "shoal s", "peer s", "ratio", "target"):
-        out_table.add_column(col)
-    report = {"rows": args.rows, "upsert_rows": args.upsert_rows, "seconds": results, "ratios": {}}
-    for label, (ours, peer, target) in ratios.items():
-        if ours in results and peer in results:
-            ratio = results[ours] / results[peer]
-            report["ratios"][label] = ratio
-            out_table.add_row(label, f"{results[ours]:.3f}", f"{results[peer]:.3f}", f"{ratio:.2f}", target)
-    console.print(out_table)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
-    console.print(f"wrote {out}")
+    report_ratios("merge-on-read vs peers (best of runs)", results, ratios, args, Path(args.out))
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -23,13 +23,13 @@ from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
 from shoal.keygen import KeyGenerator, key_generator_from_properties
 from shoal.read.filters import Filter, prune_partitions
+from shoal.read.incremental import normalize_bound
 from shoal.read.incremental import read_incremental as read_changes
 from shoal.read.mor import MorSliceSpec, read_mor_slice
 from shoal.read.snapshot import SliceReadSpec, iter_batches, plan_slices, read_base_slice, unify
 from shoal.read.stream import ChangeStream
 from shoal.timeline.commit_metadata import CommitMetadata
 from shoal.timeline.instant import Instant
-from shoal.timeline.instant_time import format_instant
 from shoal.timeline.timeline import Timeline
 from shoal.write.input import to_arrow_table
 from shoal.write.schema import IS_DELETED_COLUMN, META_COLUMNS, strip_meta_columns
@@ -550,17 +550,9 @@ def _merge_ordering(value: str | None, ordering_field: str | None) -> tc.MergeOr
 
 
 def _resolve_as_of(timeline: Timeline, as_of: str | _dt.datetime | None) -> str | None:
-    if as_of is None:
+    digits = normalize_bound(as_of, "as_of")
+    if digits is None:
         return None
-    if isinstance(as_of, _dt.datetime):
-        moment = as_of if as_of.tzinfo else as_of.replace(tzinfo=_dt.timezone.utc)
-        return format_instant(moment.astimezone(_dt.timezone.utc))
-    text = str(as_of).strip()
-    digits = text.replace("-", "").replace(":", "").replace(" ", "").replace("T", "").replace(".", "")
-    if not digits.isdigit() or len(digits) not in (14, 17):
-        raise InvalidArgumentError(f"as_of must be an instant time like 20250101120000000, got {as_of!r}")
-    if len(digits) == 14:
-        digits += "999"
     first = timeline.first_instant_time()
     if first is not None and digits < first and timeline.last_completed_data_instant() is not None:
         completed = timeline.completed_data_instants()
