@@ -343,3 +343,40 @@ def test_soft_delete_keeps_the_row_with_only_key_partition_and_ordering(tmp_path
         assert rows[i] == {"id": i, "city": "nyc", "ts": 5, "fare": None}
     assert rows[2]["fare"] == 2.0
     assert t.soft_delete(pa.table({"id": [1234], "city": ["sf"]})) is None
+
+
+def test_simple_index_tags_like_the_bloom_index_without_footers(tmp_path, monkeypatch):
+    footers = []
+    import shoal.index.bloom as bloom_module
+
+    real = bloom_module.read_key_footer
+
+    def spy(storage, path):
+        footers.append(path)
+        return real(storage, path)
+
+    monkeypatch.setattr(bloom_module, "read_key_footer", spy)
+    tables = {}
+    for index in ("BLOOM", "SIMPLE"):
+        t = shoal.Table.create(
+            str(tmp_path / index),
+            name=index.lower(),
+            record_key="id",
+            partition_by="city",
+            ordering_field="ts",
+            options={"hoodie.index.type": index},
+        )
+        t.bulk_insert(_trips(range(60)))
+        footers.clear()
+        t.upsert(_trips(range(40, 90), ts=2))
+        assert (len(footers) == 0) == (index == "SIMPLE")
+        tables[index] = _same_as_hudi_rs(t)
+    assert tables["SIMPLE"] == tables["BLOOM"]
+    assert [r["ts"] for r in tables["SIMPLE"]] == [1] * 40 + [2] * 50
+
+
+def test_bucket_index_is_rejected_until_supported(tmp_path):
+    with pytest.raises(shoal.InvalidOptionError, match="BLOOM, SIMPLE"):
+        shoal.Table.create(
+            str(tmp_path / "b"), name="b", record_key="id", options={"hoodie.index.type": "BUCKET"}
+        )

@@ -172,7 +172,10 @@ COMBINE_BEFORE_INSERT = _opt("hoodie.combine.before.insert", "false", _bool, "De
 COMBINE_BEFORE_UPSERT = _opt("hoodie.combine.before.upsert", "true", _bool, "Dedup upserts by key.")
 COMBINE_BEFORE_DELETE = _opt("hoodie.combine.before.delete", "true", _bool, "Dedup deletes by key.")
 INDEX_TYPE = _opt(
-    "hoodie.index.type", "BLOOM", _choice("BLOOM", "SIMPLE", "BUCKET"), "Index used to tag records."
+    "hoodie.index.type",
+    "BLOOM",
+    _choice("BLOOM", "SIMPLE"),
+    "Index used to tag records (BUCKET is not supported yet).",
 )
 BLOOM_FILTER_TYPE = _opt(
     "hoodie.bloom.index.filter.type",
@@ -194,8 +197,6 @@ BLOOM_PRUNE_BY_RANGES = _opt(
     _bool,
     "Prune candidate files by min/max record key before probing.",
 )
-BUCKET_NUM_BUCKETS = _opt("hoodie.bucket.index.num.buckets", "4", _positive_int, "Buckets per partition.")
-BUCKET_HASH_FIELD = _opt("hoodie.bucket.index.hash.field", None, _text, "Fields hashed for buckets.")
 ALLOW_DUPLICATE_ON_INSERTS = _opt(
     "hoodie.merge.allow.duplicate.on.inserts",
     "true",

@@ -21,10 +21,13 @@ RECORD_KEY = "_hoodie_record_key"
 class BloomIndex:
     """Tags record keys with the file group that holds them, partition by partition."""
 
-    def __init__(self, storage: Storage, prune_by_ranges: bool = True, workers: int = 4) -> None:
+    def __init__(
+        self, storage: Storage, prune_by_ranges: bool = True, workers: int = 4, use_footers: bool = True
+    ) -> None:
         self.storage = storage
         self.prune_by_ranges = prune_by_ranges
         self.workers = workers
+        self.use_footers = use_footers
 
     def tag(self, partitions: Sequence[tuple[pa.Array, Sequence[FileSlice]]]) -> list[pa.Array]:
         """For each partition's keys and file slices: per key, the file id of the slice holding
@@ -48,6 +51,24 @@ class BloomIndex:
 
     def _lookup(self, keys: pa.Array, sl: FileSlice) -> pa.Array | None:
         assert sl.base_file is not None
+        idx: pa.Array | None = None
+        probe = keys
+        if self.use_footers:
+            found = self._prune_with_footer(keys, sl)
+            if found is None:
+                return None
+            idx, probe = found
+        with self.storage.open_input_file(sl.base_file.path) as f:
+            file_keys = pq.read_table(f, columns=[RECORD_KEY]).column(RECORD_KEY)
+        # Hash the probed keys, far fewer than the file's, then only the file keys that matched.
+        held = file_keys.filter(pc.is_in(file_keys, value_set=probe))
+        sel = pc.indices_nonzero(pc.is_in(probe, value_set=held))
+        return sel if idx is None else idx.take(sel)
+
+    def _prune_with_footer(self, keys: pa.Array, sl: FileSlice) -> tuple[pa.Array | None, pa.Array] | None:
+        """Keys that may be in the file by its min/max keys and bloom filter: (their indices into
+        ``keys`` or None for all, the keys themselves); None when no key can be there."""
+        assert sl.base_file is not None
         footer = read_key_footer(self.storage, sl.base_file.path)
         idx: pa.Array | None = None
         probe = keys
@@ -64,12 +85,7 @@ class BloomIndex:
                 return None
             idx = sel if idx is None else idx.take(sel)
             probe = probe.take(sel)
-        with self.storage.open_input_file(sl.base_file.path) as f:
-            file_keys = pq.read_table(f, columns=[RECORD_KEY]).column(RECORD_KEY)
-        # Hash the probed keys, far fewer than the file's, then only the file keys that matched.
-        held = file_keys.filter(pc.is_in(file_keys, value_set=probe))
-        sel = pc.indices_nonzero(pc.is_in(probe, value_set=held))
-        return sel if idx is None else idx.take(sel)
+        return idx, probe
 
 
 def _mask_from_indices(indices: pa.Array, n: int) -> pa.Array:

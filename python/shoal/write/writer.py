@@ -23,6 +23,7 @@ from shoal.config.write_config import (
     COMBINE_BEFORE_DELETE,
     COMBINE_BEFORE_INSERT,
     COMBINE_BEFORE_UPSERT,
+    INDEX_TYPE,
     LOGFILE_MAX_SIZE,
     PARQUET_BLOCK_SIZE,
     PARQUET_COMPRESSION,
@@ -40,6 +41,7 @@ from shoal.fs.partition_metadata import ensure_partition_metadata
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bloom import BloomIndex
+from shoal.index.simple import SimpleIndex
 from shoal.keygen import KeyGenerator
 from shoal.read.mor import MorSliceSpec
 from shoal.services.compaction import (
@@ -219,7 +221,11 @@ class Writer:
         if operation == Operation.INSERT and self.wc.get(ALLOW_DUPLICATE_ON_INSERTS):
             tags = [pa.nulls(len(k), pa.string()) for k in keys]
         else:
-            index = BloomIndex(self.storage, prune_by_ranges=self.wc.get(BLOOM_PRUNE_BY_RANGES))
+            index = (
+                SimpleIndex(self.storage)
+                if self.wc.get(INDEX_TYPE) == "SIMPLE"
+                else BloomIndex(self.storage, prune_by_ranges=self.wc.get(BLOOM_PRUNE_BY_RANGES))
+            )
             tags = index.tag(list(zip(keys, slices, strict=True)))
         ops = records.column(OP_COLUMN)
         for (partition, rows), partition_slices, tagged in zip(groups, slices, tags, strict=True):
