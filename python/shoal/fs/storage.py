@@ -65,10 +65,7 @@ class Storage:
         self.makedirs(_parent(rel))
         if self.is_local:
             full = self.full_path(rel)
-            tmp = f"{full}.{uuid.uuid4().hex}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, full)
+            os.replace(_write_temp(full, data), full)
             return
         with self.fs.open_output_stream(self.full_path(rel)) as f:
             f.write(data)
@@ -82,9 +79,7 @@ class Storage:
         self.makedirs(_parent(rel))
         if self.is_local:
             full = self.full_path(rel)
-            tmp = f"{full}.{uuid.uuid4().hex}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
+            tmp = _write_temp(full, data)
             try:
                 os.link(tmp, full)
             except FileExistsError:
@@ -136,6 +131,14 @@ class Storage:
 
     def open_input_file(self, rel: str) -> pafs.NativeFile:
         return self.fs.open_input_file(self.full_path(rel))
+
+
+def _write_temp(full: str, data: bytes) -> str:
+    """Writes ``data`` to a unique temp file beside ``full`` and returns its path."""
+    tmp = f"{full}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    return tmp
 
 
 def _parent(rel: str) -> str:
