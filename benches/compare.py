@@ -89,6 +89,35 @@ def report_ratios(
     console.print(f"wrote {out}")
 
 
+def time_upserts(
+    work: Path,
+    base: Path,
+    copy_name: str,
+    data: pa.Table,
+    upsert: pa.Table,
+    repeat: int,
+    results: dict[str, float],
+    prefix: str,
+) -> Callable[[], None]:
+    """Times shoal's upsert into fresh copies of the table at ``base`` and deltalake's merge of
+    the same rows into the same data, as ``<prefix>.shoal`` / ``<prefix>.deltalake``. Returns the
+    function that makes a fresh copy (at ``work/copy_name``)."""
+
+    def fresh_copy() -> None:
+        shutil.rmtree(work / copy_name, ignore_errors=True)
+        shutil.copytree(base, work / copy_name)
+
+    results[f"{prefix}.shoal"] = timed(
+        lambda: shoal.Table(str(work / copy_name)).upsert(upsert), fresh_copy, repeat
+    )
+    seconds = deltalake_merge_seconds(work, data, upsert, repeat)
+    if seconds is None:
+        console.print("deltalake not installed: skipping the upsert comparison")
+    else:
+        results[f"{prefix}.deltalake"] = seconds
+    return fresh_copy
+
+
 def deltalake_merge_seconds(work: Path, data: pa.Table, upsert: pa.Table, repeat: int) -> float | None:
     """Best time of deltalake's merge (update all matched, insert all others) of ``upsert`` into a
     fresh copy of a Delta table holding ``data``; None when deltalake is not installed."""
@@ -176,18 +205,7 @@ def main() -> None:
     )
     t.bulk_insert(data)
 
-    def copy_shoal() -> None:
-        shutil.rmtree(work / "shoal_upsert", ignore_errors=True)
-        shutil.copytree(base_shoal, work / "shoal_upsert")
-
-    results["upsert.shoal"] = timed(
-        lambda: shoal.Table(str(work / "shoal_upsert")).upsert(upsert), copy_shoal, args.repeat
-    )
-    seconds = deltalake_merge_seconds(work, data, upsert, args.repeat)
-    if seconds is None:
-        console.print("deltalake not installed: skipping the upsert comparison")
-    else:
-        results["upsert.deltalake"] = seconds
+    copy_shoal = time_upserts(work, base_shoal, "shoal_upsert", data, upsert, args.repeat, results, "upsert")
 
     # -- snapshot read ----------------------------------------------------------------------
     copy_shoal()

@@ -20,7 +20,7 @@ from rich.console import Console
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import shoal
-from compare import deltalake_merge_seconds, make_data, make_upsert, report_ratios, timed
+from compare import make_data, make_upsert, report_ratios, time_upserts, timed
 
 console = Console()
 
@@ -50,18 +50,7 @@ def main() -> None:
     )
     t.bulk_insert(data)
 
-    def fresh_copy() -> None:
-        shutil.rmtree(work / "mor_upsert", ignore_errors=True)
-        shutil.copytree(base, work / "mor_upsert")
-
-    results["mor_upsert.shoal"] = timed(
-        lambda: shoal.Table(str(work / "mor_upsert")).upsert(upsert), fresh_copy, args.repeat
-    )
-    seconds = deltalake_merge_seconds(work, data, upsert, args.repeat)
-    if seconds is None:
-        console.print("deltalake not installed: skipping the upsert comparison")
-    else:
-        results["mor_upsert.deltalake"] = seconds
+    fresh_copy = time_upserts(work, base, "mor_upsert", data, upsert, args.repeat, results, "mor_upsert")
 
     # The table as left by one upsert: updates in log files, inserts in base files.
     fresh_copy()
