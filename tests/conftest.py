@@ -29,3 +29,15 @@ def fixture_table(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], P
         return roots[0]
 
     return unzip
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] SparkSession for the whole test run (starting one costs ~10 s)."""
+    pytest.importorskip("pyspark")
+    from shoal.spark import local_session
+
+    session = local_session("local[2]", app_name="shoal-tests", fast_start=True)
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

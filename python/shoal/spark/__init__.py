@@ -1,0 +1,11 @@
+"""shoal on Apache Spark: the Spark executor, the ``shoal`` data source and the write helpers.
+
+PySpark is an optional dependency (``pip install shoal[spark]``); importing this package without it
+raises a clear ImportError.
+"""
+
+from __future__ import annotations
+
+from shoal.spark.session import local_session
+
+__all__ = ["local_session"]
