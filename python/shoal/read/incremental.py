@@ -429,6 +429,24 @@ def read_incremental(
 ) -> pa.Table:
     """The changes of ``(start, end]`` as one table (see the module docs and
     :meth:`shoal.Table.read_incremental`)."""
+    plan = plan_read(storage, timeline, schema, start, end, columns, filters, include_deletes)
+    changed = executor.map(read_slice, [(s, storage) for s in plan.changes])
+    deleted = executor.map(read_deleted, [(d, storage) for d in plan.deletes]) if include_deletes else []
+    return finish_read(changed, deleted, schema, columns, include_deletes)
+
+
+def plan_read(
+    storage: Storage,
+    timeline: Timeline,
+    schema: pa.Schema | None,
+    start: str | _dt.datetime | None,
+    end: str | _dt.datetime | None,
+    columns: Sequence[str] | None,
+    filters: Sequence[Filter] | None,
+    include_deletes: bool,
+) -> IncrementalPlan:
+    """The tasks of an incremental read: ``read_slice`` per change, ``read_deleted`` per probe
+    (the planner every executor shares)."""
     if not timeline.config.populate_meta_fields:
         raise UnsupportedError(
             "incremental reads need _hoodie_commit_time, and this table was written with "
@@ -436,14 +454,23 @@ def read_incremental(
         )
     rng = resolve_range(storage, timeline, start, end)
     read_columns = _read_columns(columns, include_deletes)
-    plan = plan_incremental(storage, timeline, rng, read_columns, filters, include_deletes, schema)
-    changed = unify(executor.map(read_slice, [(s, storage) for s in plan.changes]), None)
+    return plan_incremental(storage, timeline, rng, read_columns, filters, include_deletes, schema)
+
+
+def finish_read(
+    changed: Sequence[pa.Table],
+    deleted: Sequence[pa.Table],
+    schema: pa.Schema | None,
+    columns: Sequence[str] | None,
+    include_deletes: bool,
+) -> pa.Table:
+    """The output of an incremental read from its tasks' tables. Deletes are settled against the
+    changes by (partition path, record key), so the tasks of each partition path can also be
+    finished on their own."""
+    out = unify(changed, None)
     if include_deletes:
-        deleted = unify(executor.map(read_deleted, [(d, storage) for d in plan.deletes]), None)
-        out = _with_deletes(changed, deleted)
-    else:
-        out = changed
-    return _finish(out, schema, read_columns, include_deletes)
+        out = _with_deletes(out, unify(deleted, None))
+    return _finish(out, schema, _read_columns(columns, include_deletes), include_deletes)
 
 
 def _read_columns(columns: Sequence[str] | None, include_deletes: bool) -> list[str] | None:
