@@ -67,11 +67,13 @@ class Harness:
         # commit, so the logs a pending compaction's slice receives stay invisible to it until
         # the compaction commits (Java readers merge them, HUDI_FORMAT §9.2 step 5). While a
         # compaction is pending, hudi-rs is expected to show the version of the planned file
-        # groups' keys as of scheduling; a rewrite of such a group (a delete) makes it current.
+        # groups' keys as of scheduling (deletes go to those logs too); a rewrite of such a
+        # group makes it current.
         self.file_id_of: dict[int, str] = {}
         self.frozen_groups: set[str] = set()
         self.frozen_rows: dict[int, dict] = {}
         self.stale: set[int] = set()
+        self.deleted_in: set[str] = set()  # frozen groups whose new logs hold deletes
 
     def freeze(self, planned: set[str]) -> None:
         """A compaction planning ``planned`` file groups was scheduled (see __init__)."""
@@ -83,6 +85,7 @@ class Harness:
     def thaw(self) -> None:
         """The pending compaction completed."""
         self.frozen_groups, self.frozen_rows, self.stale = set(), {}, set()
+        self.deleted_in = set()
 
     def _row(self, key: int, deleted_city: str | None = None) -> dict:
         self.clock += 1
@@ -105,6 +108,12 @@ class Harness:
         batch = [self._row(k) for k in keys]
         t = self.table.upsert(pa.Table.from_pylist(batch, schema=_schema()))
         self.rows.update({r["id"]: r for r in batch})
+        touched = {self.file_id_of.get(k) for k in keys}
+        # A record logged after a delete is written as a rewrite of the slice instead
+        # (write/writer.py), which hudi-rs sees.
+        for group in touched & self.frozen_groups & self.deleted_in:
+            self.frozen_groups.discard(group)
+            self.stale -= {j for j, g in self.file_id_of.items() if g == group}
         self.stale |= {k for k in keys if self.file_id_of.get(k) in self.frozen_groups}
         return t
 
@@ -112,10 +121,8 @@ class Harness:
         t = self.table.delete(pa.Table.from_pylist([{"id": k, "city": self.rows[k]["city"]} for k in keys]))
         for k in keys:
             self.rows.pop(k)
-            group = self.file_id_of.get(k)
-            if group in self.frozen_groups:
-                self.frozen_groups.discard(group)
-                self.stale -= {j for j, g in self.file_id_of.items() if g == group}
+        self.deleted_in |= {self.file_id_of.get(k) for k in keys} & self.frozen_groups
+        self.stale |= {k for k in keys if self.file_id_of.get(k) in self.frozen_groups}
         return t
 
     def expected(self) -> list[dict]:
@@ -465,12 +472,16 @@ def test_writes_during_a_pending_compaction(tmp_path):
     ]
     assert new_logs, "updates of planned file groups go to log files of the compaction's slice"
     assert {parse_log_file_name(n).file_id for n in new_logs} <= planned
-    # New records, and deletes in planned file groups (a rewrite of the merged slice).
+    # New records, and deletes in planned file groups (delete blocks in the new slice's logs).
     h.insert(range(150, 190))
     h.check()
     group = h.file_id_of[planned_keys[-1]]
     h.delete([k for k in planned_keys if h.file_id_of[k] == group][:3])
     h.check()
+    # A record logged after those deletes would collapse with them: the group's slice is rewritten.
+    h.upsert([k for k in planned_keys if h.file_id_of[k] == group][3:5])
+    h.check()
+    assert group not in h.frozen_groups
     assert h.stale, "some planned file groups still have updates only Java-style readers see"
 
     commit = h.table.run_compaction(t)

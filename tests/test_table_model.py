@@ -21,7 +21,8 @@ class Model:
     """The expected table: (city, id) -> row, with event-time ordering on ``ts``.
 
     The same model holds for both table types: a deleted row is gone, and a later record
-    re-inserts its key whatever its event time (shoal writes no tombstones into MOR logs).
+    re-inserts its key whatever its event time (on MOR, shoal rewrites a slice rather than log
+    a record after a delete of its key, which Hudi's readers would collapse with the delete).
     """
 
     def __init__(self, partitioned: bool) -> None:

@@ -1,10 +1,9 @@
-"""The merge-on-read append task: updates of one file group become Avro data blocks appended to
+"""The merge-on-read append task: the changes of one file group become log blocks appended to
 the current log file of its latest slice (Hudi's append handle).
 
-Deletes are not written as delete blocks: Hudi's readers collapse a key's log entries before
-comparing with the base record, so under event-time ordering a delete followed by an older
-record would bring the deleted base version back. The writer instead routes file groups with
-deletes to a rewrite of their merged slice, which gives the same rows in every reader.
+Updates go into an Avro data block; deletes into a delete block that follows it, as Hudi writes
+them: hard deletes with the default ordering value (they always apply), ``_hoodie_is_deleted``
+rows with their ordering value (under event-time ordering they lose to a newer version).
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from shoal import _native
 from shoal.fs.markers import create_marker
 from shoal.fs.naming import LOG_BASE_VERSION, log_file_name, write_token
 from shoal.fs.storage import Storage
-from shoal.tasks.cow_write import OP_COLUMN, OP_UPSERT
+from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_UPSERT
 from shoal.timeline.commit_metadata import WriteStat
 from shoal.write.base_file import avro_schema_for, with_meta_columns
 
@@ -44,6 +43,9 @@ class LogAppendSpec:
     table_name: str
     ordering_field: str | None
     attempt: int = 0
+    # The Avro schema (meta fields included) for the SCHEMA header of a delete block when the
+    # records carry no data columns (the delete operation).
+    table_schema: str | None = None
 
 
 def run_log_append(spec: LogAppendSpec, records: pa.Table, storage: Storage | None = None) -> WriteStat:
@@ -51,16 +53,19 @@ def run_log_append(spec: LogAppendSpec, records: pa.Table, storage: Storage | No
     started = time.monotonic()
     storage = storage or Storage(spec.base_uri)
     ops = records.column(OP_COLUMN)
-    if not pc.all(pc.equal(ops, OP_UPSERT)).as_py():
-        raise ValueError("log appends take updates only; deletes go through a slice rewrite")
-    upserts = records.drop_columns([OP_COLUMN])
+    is_upsert = pc.equal(ops, OP_UPSERT)
+    upserts = records.filter(is_upsert).drop_columns([OP_COLUMN])
+    deletes = records.filter(pc.invert(is_upsert))
     blocks: list[bytes] = []
+    schema = spec.table_schema
     if upserts.num_rows:
         # Log data blocks carry the file id, not a file name, in _hoodie_file_name.
         data = with_meta_columns(upserts, spec.instant, spec.task_id, spec.file_id)
         schema = avro_schema_for(data.schema, spec.table_name)
         for batch in data.to_batches(max_chunksize=100_000):
             blocks.append(_native.encode_avro_data_block(batch, schema, spec.instant))
+    if deletes.num_rows:
+        blocks.extend(_delete_blocks(deletes, spec, schema))
     payload = b"".join(blocks)
 
     append = (
@@ -89,12 +94,12 @@ def run_log_append(spec: LogAppendSpec, records: pa.Table, storage: Storage | No
         path=path,
         prevCommit=spec.base_instant,
         numWrites=upserts.num_rows,
-        numDeletes=0,
+        numDeletes=deletes.num_rows,
         numUpdateWrites=upserts.num_rows,
         numInserts=0,
         totalWriteBytes=len(payload),
         partitionPath=spec.partition_path,
-        totalLogRecords=upserts.num_rows,
+        totalLogRecords=upserts.num_rows + deletes.num_rows,
         totalLogBlocks=len(blocks),
         fileSizeInBytes=size,
         runtimeStats={
@@ -107,3 +112,29 @@ def run_log_append(spec: LogAppendSpec, records: pa.Table, storage: Storage | No
         baseFile=spec.base_file_name,
         logFiles=[name],
     )
+
+
+def _delete_blocks(deletes: pa.Table, spec: LogAppendSpec, schema: str | None) -> list[bytes]:
+    """DELETE_BLOCKs of the rows. Hard deletes carry Java's default ordering value
+    ``IntWrapper(0)``, which always applies; ``_hoodie_is_deleted`` rows carry their own, in a
+    block of their own (a batch holds each key once, so the two blocks never share a key)."""
+    header = {"SCHEMA": schema, "INSTANT_TIME": spec.instant} if schema else None
+    hard = pc.equal(deletes.column(OP_COLUMN), OP_HARD_DELETE)
+    blocks = []
+    for rows, with_ordering in ((deletes.filter(hard), False), (deletes.filter(pc.invert(hard)), True)):
+        if rows.num_rows == 0:
+            continue
+        ordering = None
+        if with_ordering and spec.ordering_field and spec.ordering_field in rows.column_names:
+            ordering = rows.column(spec.ordering_field)
+        blocks.append(
+            _native.encode_delete_block(
+                rows.column(RECORD_KEY),
+                rows.column("_hoodie_partition_path"),
+                ordering,
+                spec.instant,
+                schema_json=schema,
+                header=header,
+            )
+        )
+    return blocks

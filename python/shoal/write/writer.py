@@ -301,9 +301,9 @@ class Writer:
         timeline: Timeline,
     ) -> WriteResult:
         mor = self.config.table_type == TableType.MERGE_ON_READ
-        # File groups a pending compaction plans take new logs in the slice it opens. Deletes
-        # still rewrite the merged slice, at this instant (later than the compaction's): that
-        # newer slice supersedes the compacted one (services/compaction.py).
+        # File groups a pending compaction plans take new logs in the slice it opens. A slice
+        # rewrite (below) happens at this instant, later than the compaction's: that newer slice
+        # supersedes the compacted one (services/compaction.py).
         pending = pending_compaction_file_groups(timeline) if mor else {}
         instant_time = timeline.new_instant_time()
         action = Action.DELTA_COMMIT if mor else Action.COMMIT
@@ -314,18 +314,34 @@ class Writer:
         opts = self._base_file_options()
         ordering = self.config.precombine_field
         cow_items, log_items = [], []
+        log_schema = self._log_block_schema(timeline) if mor and operation == Operation.DELETE else None
+        deleted_logs: set[tuple[str, str]] | None = None
         for task_id, (bucket_idx, chunk) in enumerate(chunks):
             bucket = assignment.buckets[bucket_idx]
             existing: FileSlice | None = bucket.existing
-            if mor and existing is not None and bucket.inserts == 0 and _upserts_only(chunk):
-                target = slice_for_new_logs(existing, pending)
-                log_items.append((self._log_spec(instant_time, task_id, target), chunk, self.storage))
-                continue
+            if mor and existing is not None and bucket.inserts == 0:
+                # Hudi's readers collapse a key's log entries before the base record competes:
+                # under event-time ordering, a record or an ordered delete logged after a delete
+                # of its key collapses to a version that can lose to the deleted base record and
+                # bring it back. Slices whose logs hold deletes are rewritten instead.
+                if event_time and existing.log_files and _has_ordered_entries(chunk):
+                    if deleted_logs is None:
+                        deleted_logs = log_files_with_deletes(timeline)
+                    rewrite = any(
+                        (existing.partition_path, lf.name) in deleted_logs for lf in existing.log_files
+                    )
+                else:
+                    rewrite = False
+                if not rewrite:
+                    target = slice_for_new_logs(existing, pending)
+                    spec = self._log_spec(instant_time, task_id, target, log_schema)
+                    log_items.append((spec, chunk, self.storage))
+                    continue
             old_base = existing.base_file.path if existing is not None and existing.base_file else None
             old_slice = None
             if mor and existing is not None and existing.log_files:
                 old_slice = self._slice_spec(existing, timeline, event_time)
-            spec = CowWriteSpec(
+            cow_spec = CowWriteSpec(
                 base_uri=self.storage.base_uri,
                 instant=instant_time,
                 partition_path=bucket.partition_path,
@@ -338,7 +354,7 @@ class Writer:
                 options=opts,
                 old_slice=old_slice,
             )
-            cow_items.append((spec, chunk, self.storage))
+            cow_items.append((cow_spec, chunk, self.storage))
         for partition in {assignment.buckets[b].partition_path for b, _ in chunks}:
             ensure_partition_metadata(self.storage, partition, instant_time)
         stats: list[WriteStat] = self.executor.map(run_cow_write, cow_items)
@@ -376,7 +392,17 @@ class Writer:
             event_time_ordering=event_time,
         )
 
-    def _log_spec(self, instant_time: str, task_id: int, existing: FileSlice) -> LogAppendSpec:
+    def _log_block_schema(self, timeline: Timeline) -> str | None:
+        """The table's Avro schema with the meta fields, for the header of delete blocks."""
+        data = self._table_schema(timeline)
+        if data is None:
+            return None
+        meta = [pa.field(n, pa.string()) for n in META_COLUMNS]
+        return avro_schema_for(pa.schema(meta + list(data)), self.config.table_name)
+
+    def _log_spec(
+        self, instant_time: str, task_id: int, existing: FileSlice, table_schema: str | None = None
+    ) -> LogAppendSpec:
         current = max(existing.log_files, key=lambda lf: lf.parsed.sort_key()) if existing.log_files else None
         return LogAppendSpec(
             base_uri=self.storage.base_uri,
@@ -392,6 +418,7 @@ class Writer:
             max_log_size=self.wc.get(LOGFILE_MAX_SIZE),
             table_name=self.config.table_name,
             ordering_field=self.config.precombine_field,
+            table_schema=table_schema,
         )
 
     def _workload_profile(self, assignment: Assignment, operation: Operation) -> CommitMetadata:
@@ -460,5 +487,21 @@ def _identity(column: pa.ChunkedArray) -> tuple[Any, ...]:
     return (column.type, tuple((c.offset, len(c), addresses(c)) for c in column.chunks))
 
 
-def _upserts_only(chunk: pa.Table) -> bool:
-    return bool(pc.all(pc.equal(chunk.column(OP_COLUMN), OP_UPSERT)).as_py())
+def _has_ordered_entries(chunk: pa.Table) -> bool:
+    """Whether the chunk holds records or ``_hoodie_is_deleted`` deletes, which compete on
+    ordering (hard deletes always apply)."""
+    return bool(pc.any(pc.not_equal(chunk.column(OP_COLUMN), OP_HARD_DELETE)).as_py())
+
+
+def log_files_with_deletes(timeline: Timeline) -> set[tuple[str, str]]:
+    """(partition, log file name) of every log file that a completed delta commit on the active
+    timeline appended deletes to."""
+    out: set[tuple[str, str]] = set()
+    for inst in timeline.completed_data_instants():
+        if inst.action != Action.DELTA_COMMIT:
+            continue
+        for partition, stats in timeline.commit_metadata(inst).partition_to_write_stats.items():
+            for stat in stats:
+                if stat.numDeletes and stat.path:
+                    out.add((partition, stat.path.rsplit("/", 1)[-1]))
+    return out
