@@ -264,6 +264,67 @@ COMPACT_MAX_DELTA_SECONDS = _opt(
 )
 
 
+# -- clean ----------------------------------------------------------------------------------
+def _sync_only(v: str) -> bool:
+    if _bool(v):
+        raise ValueError(
+            "asynchronous cleaning is not supported: cleans run inline after commits "
+            "(hoodie.clean.automatic) or on demand (Table.clean)"
+        )
+    return False
+
+
+CLEAN_AUTOMATIC = _opt(
+    "hoodie.clean.automatic",
+    "true",
+    _bool,
+    "After each commit, clean old file slices when hoodie.clean.max.commits commits have "
+    "completed since the last clean.",
+)
+CLEAN_ASYNC = _opt("hoodie.clean.async", "false", _sync_only, "Clean on a background thread (only false).")
+CLEANER_POLICY = _opt(
+    "hoodie.cleaner.policy",
+    "KEEP_LATEST_COMMITS",
+    _choice("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS"),
+    "Which file slices the cleaner keeps: those the latest N commits read, the latest N "
+    "slices of each file group, or those the commits of the last N hours read.",
+)
+CLEANER_COMMITS_RETAINED = _opt(
+    "hoodie.cleaner.commits.retained",
+    "10",
+    _positive_int,
+    "KEEP_LATEST_COMMITS: commits whose file slices (and time travel) stay available.",
+)
+CLEANER_FILE_VERSIONS_RETAINED = _opt(
+    "hoodie.cleaner.fileversions.retained",
+    "3",
+    _positive_int,
+    "KEEP_LATEST_FILE_VERSIONS: file slices kept per file group.",
+)
+CLEANER_HOURS_RETAINED = _opt(
+    "hoodie.cleaner.hours.retained",
+    "24",
+    _non_negative_int,
+    "KEEP_LATEST_BY_HOURS: hours of commits whose file slices stay available.",
+)
+CLEAN_MAX_COMMITS = _opt(
+    "hoodie.clean.max.commits",
+    "1",
+    _positive_int,
+    "Commits completed since the last clean before an inline clean is planned.",
+)
+CLEAN_TRIGGER_STRATEGY = _opt(
+    "hoodie.clean.trigger.strategy", "NUM_COMMITS", _choice("NUM_COMMITS"), "When an inline clean is due."
+)
+CLEANER_INCREMENTAL_MODE = _opt(
+    "hoodie.cleaner.incremental.mode",
+    "true",
+    _bool,
+    "Plan a clean over the partitions written since the last clean's earliest retained commit "
+    "instead of every partition (same result, less listing).",
+)
+
+
 def option_names() -> list[str]:
     """Every supported option key, sorted."""
     return sorted(_OPTIONS)
