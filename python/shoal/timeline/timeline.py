@@ -83,7 +83,8 @@ class Timeline:
 
     @cached_property
     def _by_time(self) -> dict[str, Instant]:
-        return {i.requested_time: i for i in self.instants}
+        # A savepoint carries the time of the commit it pins: a lookup by time means the commit.
+        return {i.requested_time: i for i in self.instants if i.action != Action.SAVEPOINT}
 
     def get(self, instant_time: str) -> Instant | None:
         return self._by_time.get(instant_time)
@@ -185,13 +186,15 @@ class Timeline:
 
 
 def _effective_instants(parsed: Iterable[Instant | None]) -> list[Instant]:
-    best: dict[str, Instant] = {}
+    # Keyed by time, and apart for savepoints: ``T.savepoint`` sits beside the ``T.commit`` it pins.
+    best: dict[tuple[str, bool], Instant] = {}
     for inst in parsed:
         if inst is None:
             continue
-        cur = best.get(inst.requested_time)
+        key = (inst.requested_time, inst.action == Action.SAVEPOINT)
+        cur = best.get(key)
         if cur is None:
-            best[inst.requested_time] = inst
+            best[key] = inst
             continue
         merged_action = cur.action
         # A compaction completes as a commit: keep calling it a compaction.
@@ -202,7 +205,5 @@ def _effective_instants(parsed: Iterable[Instant | None]) -> list[Instant]:
         elif Action.CLUSTERING in (cur.action, inst.action):
             merged_action = Action.CLUSTERING
         winner = inst if inst.state > cur.state else cur
-        best[inst.requested_time] = Instant(
-            winner.requested_time, merged_action, winner.state, winner.completion_time
-        )
+        best[key] = Instant(winner.requested_time, merged_action, winner.state, winner.completion_time)
     return sorted(best.values(), key=Instant.sort_key)
