@@ -163,8 +163,8 @@ class FileSystemView:
             return False
         if self.timeline.get(instant) is not None:
             return False
-        # Older than the active timeline: archived, hence committed.
-        first = self.timeline.first_instant_time()
+        # Older than the active data timeline: archived, hence committed.
+        first = self.timeline.first_data_instant_time()
         return first is not None and instant < first
 
     def _add_partition(self, partition: str, files: list[FileInfo]) -> None:

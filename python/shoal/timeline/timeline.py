@@ -92,12 +92,26 @@ class Timeline:
     def first_instant_time(self) -> str | None:
         return self.instants[0].requested_time if self.instants else None
 
+    def first_data_instant_time(self) -> str | None:
+        """Where the data timeline starts: the first commit, delta commit, replace commit or
+        compaction (in any state) that is not savepointed; data instants before it were archived.
+
+        Not simply the first instant: clean and rollback instants are archived by their own
+        counts and can be older than archived commits, and with ``hoodie.archive.beyond.savepoint``
+        a savepointed commit stays while later ones are archived (Hudi's
+        ``getFirstNonSavepointCommit``)."""
+        savepointed = {i.requested_time for i in self.instants if i.action == Action.SAVEPOINT}
+        for i in self.instants:
+            if i.action in DATA_ACTIONS and i.requested_time not in savepointed:
+                return i.requested_time
+        return None
+
     def is_completed_or_before_start(self, instant_time: str) -> bool:
         """True if the instant completed, or predates the active timeline (so it was archived)."""
         inst = self._by_time.get(instant_time)
         if inst is not None:
             return inst.is_completed
-        first = self.first_instant_time()
+        first = self.first_data_instant_time()
         return first is None or instant_time < first
 
     # ---- instant contents ----------------------------------------------------------------
@@ -183,6 +197,16 @@ class Timeline:
         # that the next rollback or archival pass recognises and finishes.
         for name, _ in sorted(mine, key=lambda p: int(p[1].state) if p[1] else 0):
             self.storage.delete(f"{self.dir}/{name}", missing_ok=True)
+        self.delete_temp_files(instant_time, files)
+
+    def delete_temp_files(self, instant_time: str, files: list[str] | None = None) -> None:
+        """Removes the temp files a writer killed while publishing a state file of the instant
+        left behind (fs/storage.py publishes through a temp file)."""
+        if files is None:
+            files = [f.name for f in self.storage.list_files(self.dir)]
+        for name in files:
+            if name.startswith(f"{instant_time}.") and name.endswith(".tmp"):
+                self.storage.delete(f"{self.dir}/{name}", missing_ok=True)
 
 
 def _effective_instants(parsed: Iterable[Instant | None]) -> list[Instant]:
