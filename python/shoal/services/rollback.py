@@ -51,6 +51,7 @@ def rollback_inflight_compaction(storage: Storage, timeline: Timeline, target: I
         raise InvalidArgumentError(f"{target} is not an inflight compaction")
     rollback_time = _rollback(storage, timeline, target, delete_target=False)
     storage.delete(timeline.path_of(target), missing_ok=True)
+    timeline.delete_temp_files(target.requested_time)
     return rollback_time
 
 

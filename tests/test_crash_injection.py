@@ -1,0 +1,182 @@
+"""Crash injection: a writer in a subprocess killed (``os._exit``) at each step of an upsert, a
+delete and a compaction. Afterwards shoal and hudi-rs both read exactly the last committed state;
+the next write rolls the failure back (or the next compaction run redoes it), and the table
+equals the model again, with no file of the failed attempt left behind."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import shoal
+from shoal.fs.naming import parse_base_file_name, parse_log_file_name
+from tests.hudi_oracle import hudi_rs_read, rows_by
+
+WORKER = Path(__file__).with_name("crash_worker.py")
+CRASH_CODE = 17
+COLUMNS = ["id", "city", "ts", "fare"]
+CITIES = ["sf", "nyc"]
+WRITE_POINTS = [
+    "after_requested",
+    "after_inflight",
+    "after_first_file",
+    "mid_file",
+    "before_complete",
+    "during_complete",
+    "after_complete",
+]
+# Small files so that a write touches several file groups (several tasks).
+OPTIONS = {
+    "hoodie.parquet.max.file.size": "8000",
+    "hoodie.parquet.small.file.limit": "2000",
+    "hoodie.index.bloom.num_entries": "100",
+    "hoodie.bloom.index.filter.dynamic.max.entries": "200",
+}
+
+
+def _batch(ids, ts: int) -> pa.Table:
+    ids = list(ids)
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "city": [CITIES[i % 2] for i in ids],
+            "ts": pa.array([ts] * len(ids), pa.int64()),
+            "fare": [round(i * 1.5 + ts, 2) for i in ids],
+        }
+    )
+
+
+class Model:
+    def __init__(self) -> None:
+        self.rows: dict[int, dict] = {}
+
+    def upsert(self, batch: pa.Table) -> None:
+        for row in batch.to_pylist():
+            self.rows[row["id"]] = row
+
+    def delete(self, ids) -> None:
+        for i in ids:
+            self.rows.pop(i, None)
+
+    def expected(self) -> list[dict]:
+        return [self.rows[k] for k in sorted(self.rows)]
+
+
+def _check(table: shoal.Table, model: Model, when: str) -> None:
+    assert rows_by(table.read(), COLUMNS, ["id"]) == model.expected(), f"shoal, {when}"
+    assert rows_by(hudi_rs_read(table.path), COLUMNS, ["id"]) == model.expected(), f"hudi-rs, {when}"
+
+
+def _crash(path: str, operation: str, point: str, batch: pa.Table | None, tmp: Path) -> int:
+    args = [sys.executable, str(WORKER), path, operation, point]
+    if batch is not None:
+        data = tmp / f"{operation}-{point}.parquet"
+        pq.write_table(batch, data)
+        args.append(str(data))
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[1])
+    assert done.returncode in (0, CRASH_CODE), done.stderr
+    return done.returncode
+
+
+def _data_files(path: str) -> set[str]:
+    out = set()
+    for p in Path(path).rglob("*"):
+        if ".hoodie" in p.parts or not p.is_file():
+            continue
+        if parse_base_file_name(p.name) is not None or parse_log_file_name(p.name) is not None:
+            out.add(str(p.relative_to(path)))
+    return out
+
+
+def _committed_files(table: shoal.Table) -> set[str]:
+    """Every data file some completed instant on the timeline wrote (base files and logs)."""
+    timeline = table._timeline()
+    files = set()
+    for inst in timeline.completed_data_instants():
+        for stat in timeline.commit_metadata(inst).write_stats():
+            if stat.path:
+                files.add(stat.path)
+    return files
+
+
+def _table(tmp_path: Path, table_type: str) -> tuple[shoal.Table, Model]:
+    table = shoal.Table.create(
+        str(tmp_path / "t"),
+        name="crash",
+        table_type=table_type,
+        record_key="id",
+        partition_by="city",
+        ordering_field="ts",
+        options=OPTIONS,
+    )
+    model = Model()
+    first = _batch(range(120), ts=1)
+    table.bulk_insert(first)
+    model.upsert(first)
+    return table, model
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+@pytest.mark.parametrize("point", WRITE_POINTS)
+def test_killed_upsert(tmp_path, table_type, point):
+    table, model = _table(tmp_path, table_type)
+    update = _batch(list(range(0, 120, 3)) + list(range(120, 150)), ts=2)
+    code = _crash(table.path, "upsert", point, update, tmp_path)
+    assert code == CRASH_CODE
+    if point == "after_complete":
+        model.upsert(update)  # the completed file is the commit point
+    _check(table, model, f"after a crash {point}")
+
+    # The next write rolls the failed attempt back, then commits.
+    follow = _batch(range(1, 150, 4), ts=3)
+    table.upsert(follow)
+    model.upsert(follow)
+    _check(table, model, "after the next write")
+    assert _data_files(table.path) <= _committed_files(table), "files of the failed write remain"
+    assert not any(i.state.name != "COMPLETED" for i in table.instants()), "a pending instant remains"
+    assert not list(Path(table.path, ".hoodie").glob("*.tmp")), "a temp file of the failed commit remains"
+
+
+@pytest.mark.parametrize("point", ["after_first_file", "mid_file", "before_complete"])
+def test_killed_delete_on_merge_on_read(tmp_path, point):
+    table, model = _table(tmp_path, "MERGE_ON_READ")
+    victims = list(range(0, 120, 7))
+    keys = _batch(victims, ts=0).select(["id", "city"])
+    assert _crash(table.path, "delete", point, keys, tmp_path) == CRASH_CODE
+    _check(table, model, f"after a crash {point}")
+    table.delete(keys)
+    model.delete(victims)
+    _check(table, model, "after the delete is retried")
+    assert _data_files(table.path) <= _committed_files(table)
+
+
+@pytest.mark.parametrize(
+    "point", ["after_inflight", "after_first_file", "mid_file", "before_complete", "during_complete"]
+)
+def test_killed_compaction(tmp_path, point):
+    table, model = _table(tmp_path, "MERGE_ON_READ")
+    for ts, ids in ((2, range(0, 120, 2)), (3, range(0, 120, 5))):
+        batch = _batch(ids, ts=ts)
+        table.upsert(batch)
+        model.upsert(batch)
+    instant = table.schedule_compaction()
+    assert instant is not None
+    assert _crash(table.path, "compaction", point, None, tmp_path) == CRASH_CODE
+    _check(table, model, f"after a compaction crash {point}")
+
+    # Writers go on while the compaction is pending, then the compaction is run again.
+    more = _batch(range(3, 120, 9), ts=4)
+    table.upsert(more)
+    model.upsert(more)
+    assert rows_by(table.read(), COLUMNS, ["id"]) == model.expected()
+    commit = table.run_compaction(instant)
+    assert commit.write_stats(), "the re-run compaction wrote its base files"
+    assert table.pending_compactions() == []
+    _check(table, model, "after the compaction is run again")
+    assert _data_files(table.path) <= _committed_files(table), "files of the killed attempt remain"
+    assert not list(Path(table.path, ".hoodie").glob("*.tmp")), "a temp file of the killed attempt remains"
