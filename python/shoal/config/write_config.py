@@ -325,6 +325,61 @@ CLEANER_INCREMENTAL_MODE = _opt(
 )
 
 
+# -- archival -------------------------------------------------------------------------------
+ARCHIVE_MIN_COMMITS = _opt(
+    "hoodie.keep.min.commits",
+    "20",
+    _positive_int,
+    "Completed commits (and, separately, cleans and rollbacks) archival keeps on the active "
+    "timeline; must exceed hoodie.cleaner.commits.retained.",
+)
+ARCHIVE_MAX_COMMITS = _opt(
+    "hoodie.keep.max.commits",
+    "30",
+    _positive_int,
+    "Archival runs once more completed commits (or cleans, or rollbacks) than this are active, "
+    "and archives down to hoodie.keep.min.commits.",
+)
+ARCHIVE_BATCH = _opt(
+    "hoodie.commits.archival.batch", "10", _positive_int, "Archived entries per block of an archive file."
+)
+ARCHIVE_AUTOMATIC = _opt("hoodie.archive.automatic", "true", _bool, "Archive after each commit.")
+ARCHIVE_ASYNC = _opt(
+    "hoodie.archive.async",
+    "false",
+    _bool,
+    "Run the archival after a commit on a background thread (Table.wait_for_archive joins it).",
+)
+ARCHIVE_BEYOND_SAVEPOINT = _opt(
+    "hoodie.archive.beyond.savepoint",
+    "false",
+    _bool,
+    "Archive commits after the first savepoint too (savepointed commits themselves stay).",
+)
+ARCHIVE_MERGE_ENABLE = _opt(
+    "hoodie.archive.merge.enable", "false", _bool, "Merge small archive files into one after archiving."
+)
+ARCHIVE_MERGE_SMALL_FILE_LIMIT = _opt(
+    "hoodie.archive.merge.small.file.limit.bytes",
+    str(20 * 1024 * 1024),
+    _positive_int,
+    "Archive files up to this size are merge candidates.",
+)
+ARCHIVE_MERGE_FILES_BATCH = _opt(
+    "hoodie.archive.merge.files.batch.size",
+    "10",
+    _positive_int,
+    "Merge once at least this many consecutive newest archive files are small.",
+)
+INCR_FALLBACK_FULL_SCAN = _opt(
+    "hoodie.datasource.read.incr.fallback.fulltablescan.enable",
+    "false",
+    _bool,
+    "Incremental reads (and streams) whose range reaches archived instants scan the latest "
+    "snapshot, filtered by commit time, instead of failing.",
+)
+
+
 def option_names() -> list[str]:
     """Every supported option key, sorted."""
     return sorted(_OPTIONS)
@@ -354,6 +409,17 @@ class WriteConfig:
             raise InvalidOptionError(
                 f"{PARQUET_SMALL_FILE_LIMIT} ({self.get(PARQUET_SMALL_FILE_LIMIT)}) must be below "
                 f"{PARQUET_MAX_FILE_SIZE} ({self.get(PARQUET_MAX_FILE_SIZE)})"
+            )
+        keep_min, keep_max = self.get(ARCHIVE_MIN_COMMITS), self.get(ARCHIVE_MAX_COMMITS)
+        if keep_max <= keep_min:
+            raise InvalidOptionError(
+                f"{ARCHIVE_MAX_COMMITS} ({keep_max}) must be greater than {ARCHIVE_MIN_COMMITS} ({keep_min})"
+            )
+        if keep_min <= self.get(CLEANER_COMMITS_RETAINED):
+            raise InvalidOptionError(
+                f"{ARCHIVE_MIN_COMMITS} ({keep_min}) must be greater than {CLEANER_COMMITS_RETAINED} "
+                f"({self.get(CLEANER_COMMITS_RETAINED)}): archiving commits the cleaner still retains "
+                "would let incremental reads miss their data"
             )
 
     @staticmethod
