@@ -180,3 +180,36 @@ def test_killed_compaction(tmp_path, point):
     _check(table, model, "after the compaction is run again")
     assert _data_files(table.path) <= _committed_files(table), "files of the killed attempt remain"
     assert not list(Path(table.path, ".hoodie").glob("*.tmp")), "a temp file of the killed attempt remains"
+
+
+@pytest.mark.parametrize("point", ["before_complete", "mid_file"])
+def test_failed_log_appends_are_neutralised_with_rollback_blocks(tmp_path, point):
+    """Hudi's way: the failed instant's whole blocks stay and a ROLLBACK command block targeting
+    it follows them; a torn block is cut off first, so no reader meets a damaged tail."""
+    from shoal import _native
+
+    table, model = _table(tmp_path, "MERGE_ON_READ")
+    table.upsert(_batch(range(0, 120, 2), ts=2))  # every file group gets a log file
+    model.upsert(_batch(range(0, 120, 2), ts=2))
+    sizes = {lf.path: lf.size for s in table.file_slices() for lf in s.log_files}
+    assert _crash(table.path, "upsert", point, _batch(range(0, 120, 3), ts=3), tmp_path) == CRASH_CODE
+    (failed,) = [i.requested_time for i in table.instants() if i.state.name != "COMPLETED"]
+    follow = _batch([1, 2], ts=4)
+    table.upsert(follow)
+    model.upsert(follow)
+    _check(table, model, "after the rollback")
+    commands = []
+    for path, before in sizes.items():
+        blocks = _native.read_log_file(f"{table.path}/{path}")
+        assert not any(b.is_corrupt for b in blocks), f"a damaged block remains in {path}"
+        tail = [b for b in blocks if b.offset >= before]
+        failed_blocks = [b for b in tail if b.instant_time == failed and b.block_type != "COMMAND_BLOCK"]
+        rollbacks = [b for b in tail if b.block_type == "COMMAND_BLOCK"]
+        if failed_blocks:
+            assert rollbacks and rollbacks[0].header["TARGET_INSTANT_TIME"] == failed
+            assert rollbacks[0].offset > failed_blocks[-1].offset
+        commands += rollbacks
+        if point == "mid_file":  # the only append was torn: cut back, nothing left to neutralise
+            assert not failed_blocks and not rollbacks
+    if point == "before_complete":
+        assert commands, "the failed write appended whole blocks: command blocks must follow them"

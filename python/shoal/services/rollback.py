@@ -1,8 +1,9 @@
 """Rolling back failed or unwanted writes from their markers (HUDI_FORMAT §2.6, §8.3).
 
-A rollback deletes the data files the instant created (its markers name them), records a
-``.rollback`` instant with Hudi's Avro plan and metadata, then removes the rolled-back instant's
-timeline files (requested first, completed last).
+A rollback deletes the data files the instant created (its markers name them), neutralises its
+appends to existing log files with ROLLBACK command blocks, records a ``.rollback`` instant with
+Hudi's Avro plan and metadata, then removes the rolled-back instant's timeline files (requested
+first, completed last).
 """
 
 from __future__ import annotations
@@ -98,8 +99,8 @@ def _rollback(storage: Storage, timeline: Timeline, target: Instant, delete_targ
     inflight = timeline.transition_to_inflight(requested, b"")
     partition_metadata = {}
     total = 0
-    restored = _truncate_appends(storage, appended)
-    for partition in sorted(set(files_by_partition) | set(restored)):
+    failed_logs, command_logs = _neutralise_appends(storage, appended, target.requested_time, rollback_time)
+    for partition in sorted(set(files_by_partition) | set(failed_logs)):
         paths = files_by_partition.get(partition, [])
         deleted, failed = [], []
         for p in paths:
@@ -116,8 +117,8 @@ def _rollback(storage: Storage, timeline: Timeline, target: Instant, delete_targ
             "partitionPath": partition,
             "successDeleteFiles": deleted,
             "failedDeleteFiles": failed,
-            "rollbackLogFiles": None,
-            "logFilesFromFailedCommit": restored.get(partition) or None,
+            "rollbackLogFiles": command_logs.get(partition) or None,
+            "logFilesFromFailedCommit": failed_logs.get(partition) or None,
         }
     metadata = {
         "startRollbackTime": rollback_time,
@@ -140,12 +141,17 @@ def _rollback(storage: Storage, timeline: Timeline, target: Instant, delete_targ
     return rollback_time
 
 
-def _truncate_appends(
-    storage: Storage, appended: dict[str, list[tuple[str, int]]]
-) -> dict[str, dict[str, int]]:
-    """Cuts what a failed instant appended to existing log files (possibly a torn block) back
-    to the size recorded in its APPEND marker, so every reader sees the file as it was."""
-    restored: dict[str, dict[str, int]] = defaultdict(dict)
+def _neutralise_appends(
+    storage: Storage, appended: dict[str, list[tuple[str, int]]], target: str, rollback_time: str
+) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+    """Neutralises what a failed instant appended to existing log files, as Hudi does: a ROLLBACK
+    command block targeting the instant is appended after its blocks. A torn last block (the
+    writer died mid-append) is cut off first, back to the last whole block: readers that meet a
+    damaged tail may drop the whole file (hudi-rs does). Returns, per partition, the log files
+    the failed commit wrote (sizes before) and those the command blocks went to (sizes after)."""
+    failed: dict[str, dict[str, int]] = defaultdict(dict)
+    neutralised: dict[str, dict[str, int]] = defaultdict(dict)
+    command = _native.encode_rollback_block(rollback_time, target)
     for partition, items in appended.items():
         for path, offset in items:
             full = storage.full_path(path)
@@ -153,12 +159,26 @@ def _truncate_appends(
                 size = storage.size(path)
             except FileNotFoundError:
                 continue
-            if size > offset:
-                if not storage.is_local:
-                    raise UnsupportedError(f"cannot truncate {path} on this storage")
-                os.truncate(full, offset)
-            restored[partition][full] = size
-    return restored
+            failed[partition][full] = size
+            if size <= offset:
+                continue
+            if not storage.is_local:
+                raise UnsupportedError(f"cannot roll back an append to {path} on this storage")
+            with open(full, "rb") as f:
+                f.seek(offset)
+                tail = f.read()
+            whole = 0
+            for block in _native.read_log_blocks(tail):
+                if block.is_corrupt or block.offset != whole:
+                    break
+                whole = block.offset + block.size
+            if whole < len(tail):
+                os.truncate(full, offset + whole)
+            if whole:
+                with open(full, "ab") as f:
+                    f.write(command)
+                neutralised[partition][full] = storage.size(path)
+    return failed, neutralised
 
 
 def _files_of_instant(storage: Storage, timeline: Timeline, target: Instant) -> list[tuple[str, str]]:
