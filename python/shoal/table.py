@@ -18,6 +18,7 @@ from shoal.config import write_config as wc
 from shoal.config.table_config import TableConfig, TableType
 from shoal.config.write_config import WriteConfig
 from shoal.errors import InstantNotFoundError, InvalidArgumentError, InvalidOptionError, TableExistsError
+from shoal.executor.base import Executor
 from shoal.executor.local import LocalExecutor
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
@@ -63,7 +64,7 @@ class Table:
         self,
         path: str | os.PathLike[str],
         options: Mapping[str, Any] | None = None,
-        executor: LocalExecutor | None = None,
+        executor: Executor | None = None,
     ) -> None:
         self.path = os.fspath(path)
         self.storage = Storage(self.path)

@@ -13,6 +13,9 @@ R = TypeVar("R")
 class LocalExecutor:
     """Runs ``fn(spec, data)`` for each work item on up to ``max_workers`` threads, in order."""
 
+    # Each item runs exactly once, in this process.
+    retries_tasks = False
+
     def __init__(self, max_workers: int | None = None) -> None:
         self.max_workers = max_workers or max(1, min(8, os.cpu_count() or 1))
 

@@ -48,3 +48,20 @@ def list_marked_files(storage: Storage, instant: str) -> list[tuple[str, str]]:
 
 def delete_markers(storage: Storage, instant: str) -> None:
     storage.delete_dir(marker_dir(instant))
+
+
+def reconcile_against_markers(storage: Storage, instant: str, written: list[str]) -> list[str]:
+    """Deletes every data file ``instant`` marked but did not report in ``written`` (the paths
+    of its successful tasks' write stats), and returns their paths.
+
+    A task that ran more than once (a retry after a failure, a speculative attempt) leaves the
+    files of its other attempts behind, under names of their own; they must go before the
+    commit, or readers would see two versions of the same file group. Hudi's
+    ``reconcileAgainstMarkers``. Files appended to in place are in ``written``, so kept."""
+    keep = set(written)
+    removed = []
+    for path, _io_type in list_marked_files(storage, instant):
+        if path not in keep and storage.exists(path):
+            storage.delete(path, missing_ok=True)
+            removed.append(path)
+    return removed

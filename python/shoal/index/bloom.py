@@ -3,7 +3,7 @@ candidates by reading only the record-key column of candidate files."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice
-from shoal.index.footer import read_key_footer
+from shoal.index.footer import KeyFooter, read_key_footer
 
 RECORD_KEY = "_hoodie_record_key"
 
@@ -22,12 +22,20 @@ class BloomIndex:
     """Tags record keys with the file group that holds them, partition by partition."""
 
     def __init__(
-        self, storage: Storage, prune_by_ranges: bool = True, workers: int = 4, use_footers: bool = True
+        self,
+        storage: Storage,
+        prune_by_ranges: bool = True,
+        workers: int = 4,
+        use_footers: bool = True,
+        footers: Mapping[str, KeyFooter] | None = None,
     ) -> None:
         self.storage = storage
         self.prune_by_ranges = prune_by_ranges
         self.workers = workers
         self.use_footers = use_footers
+        # Footers known in advance by base file path (a Spark driver broadcasts them to its
+        # tasks); any other file's footer is read from the file.
+        self.footers = footers or {}
 
     def tag(self, partitions: Sequence[tuple[pa.Array, Sequence[FileSlice]]]) -> list[pa.Array]:
         """For each partition's keys and file slices: per key, the file id of the slice holding
@@ -69,7 +77,7 @@ class BloomIndex:
         """Keys that may be in the file by its min/max keys and bloom filter: (their indices into
         ``keys`` or None for all, the keys themselves); None when no key can be there."""
         assert sl.base_file is not None
-        footer = read_key_footer(self.storage, sl.base_file.path)
+        footer = self.footers.get(sl.base_file.path) or read_key_footer(self.storage, sl.base_file.path)
         idx: pa.Array | None = None
         probe = keys
         if self.prune_by_ranges and footer.min_key is not None and footer.max_key is not None:

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 
 from shoal.config.table_config import MergeOrdering, TableConfig, TableType
 from shoal.errors import InstantNotFoundError, InvalidArgumentError, UnsupportedError
-from shoal.executor.local import LocalExecutor
+from shoal.executor.base import Executor
 from shoal.fs.naming import parse_log_file_name
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView
@@ -419,7 +419,7 @@ def read_deleted(spec: DeleteProbeSpec, storage: Storage) -> pa.Table:
 def read_incremental(
     storage: Storage,
     timeline: Timeline,
-    executor: LocalExecutor,
+    executor: Executor,
     schema: pa.Schema | None,
     start: str | _dt.datetime | None = None,
     end: str | _dt.datetime | None = None,

@@ -60,8 +60,9 @@ from shoal.errors import (
     InvalidArgumentError,
     UnsupportedError,
 )
+from shoal.executor.base import Executor
 from shoal.executor.local import LocalExecutor
-from shoal.fs.markers import delete_markers
+from shoal.fs.markers import delete_markers, reconcile_against_markers
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.schemas import load_schema
@@ -325,7 +326,7 @@ def run_compaction(
     config: TableConfig,
     wc: WriteConfig,
     instant_time: str,
-    executor: LocalExecutor | None = None,
+    executor: Executor | None = None,
 ) -> CommitMetadata:
     """Executes the compaction plan at ``instant_time`` and returns the committed metadata. A
     compaction left inflight by a failed runner is rolled back and run again; one that already
@@ -375,13 +376,15 @@ def run_compaction(
         schema = timeline.latest_schema()
         if schema:
             metadata.extra_metadata["schema"] = schema
+        # Attempts of a retried task (Spark) leave files of their own: only reported ones stay.
+        reconcile_against_markers(storage, instant_time, [s.path for s in stats if s is not None and s.path])
         timeline.complete(inflight, metadata.to_json())
         delete_markers(storage, instant_time)
         return metadata
 
 
 def run_pending_compactions(
-    storage: Storage, config: TableConfig, wc: WriteConfig, executor: LocalExecutor | None = None
+    storage: Storage, config: TableConfig, wc: WriteConfig, executor: Executor | None = None
 ) -> list[str]:
     """Runs every pending compaction, oldest first (failed attempts included); returns them."""
     done = []
@@ -395,7 +398,7 @@ def compact(
     storage: Storage,
     config: TableConfig,
     wc: WriteConfig,
-    executor: LocalExecutor | None = None,
+    executor: Executor | None = None,
     force: bool = True,
     clock: Clock | None = None,
 ) -> list[str]:
@@ -482,7 +485,7 @@ def run_inline_compaction(
     storage: Storage,
     config: TableConfig,
     wc: WriteConfig,
-    executor: LocalExecutor | None = None,
+    executor: Executor | None = None,
     clock: Clock | None = None,
 ) -> list[str]:
     """After a delta commit: with ``hoodie.compact.inline``, run pending compactions, then

@@ -41,6 +41,9 @@ class CompactionTaskSpec:
     ordering_field: str | None
     event_time_ordering: bool
     options: BaseFileOptions
+    # The write attempt, named in the file's write token (Spark fills these in).
+    stage_id: int = 0
+    attempt: int = 0
 
 
 def run_compaction_task(spec: CompactionTaskSpec, storage: Storage | None = None) -> WriteStat | None:
@@ -48,7 +51,7 @@ def run_compaction_task(spec: CompactionTaskSpec, storage: Storage | None = None
     stat; None when the slice holds nothing at all (a log-only slice whose blocks were all
     rolled back), for which Hudi writes no file either."""
     storage = storage or Storage(spec.base_uri)
-    name = base_file_name(spec.file_id, write_token(spec.task_id, 0, 0), spec.instant)
+    name = base_file_name(spec.file_id, write_token(spec.task_id, spec.stage_id, spec.attempt), spec.instant)
     path = _in_partition(spec.partition_path, name)
     # Written under a temporary name first (not a base file name: no reader lists it), then
     # renamed, so no reader ever opens a half-written base file of a running compaction. Both

@@ -46,13 +46,15 @@ class CowWriteSpec:
     attempt: int = 0
     # Merge-on-read: the slice to rewrite (base merged with its logs) instead of the base file.
     old_slice: MorSliceSpec | None = None
+    # With ``attempt``, names the write attempt in the file's write token (Spark fills both in).
+    stage_id: int = 0
 
 
 def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None = None) -> WriteStat:
     """Writes one base file for the bucket and returns its write stat."""
     started = time.monotonic()
     storage = storage or Storage(spec.base_uri)
-    name = base_file_name(spec.file_id, write_token(spec.task_id, 0, spec.attempt), spec.instant)
+    name = base_file_name(spec.file_id, write_token(spec.task_id, spec.stage_id, spec.attempt), spec.instant)
     path = f"{spec.partition_path}/{name}" if spec.partition_path else name
     rewrite = spec.old_base_path is not None or spec.old_slice is not None
     create_marker(storage, spec.instant, path, "MERGE" if rewrite else "CREATE")

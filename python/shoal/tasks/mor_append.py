@@ -46,6 +46,12 @@ class LogAppendSpec:
     # The Avro schema (meta fields included) for the SCHEMA header of a delete block when the
     # records carry no data columns (the delete operation).
     table_schema: str | None = None
+    # With ``attempt``, names the write attempt in a new log file's write token.
+    stage_id: int = 0
+    # Append to the current log file when it has room. Executors that may run a task twice
+    # (Spark retries, speculation) turn this off: each attempt then writes a log file of its
+    # own, and the commit keeps the successful attempt's file only.
+    in_place: bool = True
 
 
 def run_log_append(spec: LogAppendSpec, records: pa.Table, storage: Storage | None = None) -> WriteStat:
@@ -69,7 +75,10 @@ def run_log_append(spec: LogAppendSpec, records: pa.Table, storage: Storage | No
     payload = b"".join(blocks)
 
     append = (
-        spec.current_log_name is not None and storage.is_local and spec.current_log_size < spec.max_log_size
+        spec.in_place
+        and spec.current_log_name is not None
+        and storage.is_local
+        and spec.current_log_size < spec.max_log_size
     )
     if append:
         assert spec.current_log_name is not None
@@ -77,7 +86,7 @@ def run_log_append(spec: LogAppendSpec, records: pa.Table, storage: Storage | No
     else:
         version = spec.current_log_version + 1 if spec.current_log_name else LOG_BASE_VERSION
         name = log_file_name(
-            spec.file_id, spec.base_instant, version, write_token(spec.task_id, 0, spec.attempt)
+            spec.file_id, spec.base_instant, version, write_token(spec.task_id, spec.stage_id, spec.attempt)
         )
         offset = 0
     path = f"{spec.partition_path}/{name}" if spec.partition_path else name

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import enum
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,12 +36,14 @@ from shoal.config.write_config import (
     SCHEMA_ON_WRITE_ADD_COLUMNS,
     WriteConfig,
 )
+from shoal.executor.base import Executor
 from shoal.executor.local import LocalExecutor
-from shoal.fs.markers import delete_markers
+from shoal.fs.markers import delete_markers, reconcile_against_markers
 from shoal.fs.partition_metadata import ensure_partition_metadata
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bloom import BloomIndex
+from shoal.index.footer import KeyFooter
 from shoal.index.simple import SimpleIndex
 from shoal.keygen import KeyGenerator
 from shoal.read.mor import MorSliceSpec
@@ -60,7 +63,7 @@ from shoal.tasks.cow_write import (
 )
 from shoal.tasks.mor_append import LogAppendSpec, run_log_append
 from shoal.timeline.commit_metadata import NULL_COMMIT, CommitMetadata, WriteStat
-from shoal.timeline.instant import Action
+from shoal.timeline.instant import Action, Instant
 from shoal.timeline.lock import WRITE, table_lock
 from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import Assignment, BucketAssigner
@@ -75,7 +78,7 @@ from shoal.write.prepare import (
     deleted_mask,
     validate_keys,
 )
-from shoal.write.schema import META_COLUMNS, normalize_types, reconcile, strip_meta_columns
+from shoal.write.schema import IS_DELETED_COLUMN, META_COLUMNS, normalize_types, reconcile, strip_meta_columns
 from shoal.write.sizing import average_record_size_from_commits, estimate_record_size
 
 
@@ -95,14 +98,38 @@ class WriteResult:
     instant: str
     operation: Operation
     metadata: CommitMetadata
+    # Seconds per phase, for the write paths that measure them (the Spark write).
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def num_writes(self) -> int:
         return self.metadata.total_records_written()
 
 
+@dataclass
+class PendingWrite:
+    """A write between ``Writer.start`` (its instant is inflight) and ``Writer.commit``."""
+
+    operation: Operation
+    assignment: Assignment
+    timeline: Timeline
+    instant_time: str
+    inflight: Instant
+    # File group -> the pending compaction planning it (merge-on-read).
+    pending_compactions: dict[tuple[str, str], str]
+    # The Avro schema for delete block headers (merge-on-read deletes).
+    log_schema: str | None
+    deleted_logs: set[tuple[str, str]] | None = None
+
+
 class Writer:
-    """Plans one write against the current table state, runs it, and commits it."""
+    """Plans one write against the current table state, runs it, and commits it.
+
+    The phases are public so that every executor's write path runs the same planner:
+    :meth:`write` runs them on in-memory Arrow data; ``shoal.spark.write`` runs key generation,
+    tagging and the write tasks inside Spark and the rest (:meth:`index`, :meth:`assigner`,
+    :meth:`assign`, :meth:`start`, :meth:`task_spec`, :meth:`commit`) on the driver.
+    """
 
     def __init__(
         self,
@@ -110,13 +137,20 @@ class Writer:
         config: TableConfig,
         write_config: WriteConfig,
         keygen: KeyGenerator,
-        executor: LocalExecutor | None = None,
+        executor: Executor | None = None,
     ) -> None:
         self.storage = storage
         self.config = config
         self.wc = write_config
         self.keygen = keygen
-        self.executor = executor or LocalExecutor()
+        self.executor: Executor = executor or LocalExecutor()
+        # Gathering rows into buckets is driver-side work: it stays on local threads whatever
+        # runs the tasks.
+        self.driver = executor if isinstance(executor, LocalExecutor) else LocalExecutor()
+
+    @property
+    def merge_on_read(self) -> bool:
+        return self.config.table_type == TableType.MERGE_ON_READ
 
     # ---- public entry --------------------------------------------------------------------
 
@@ -129,11 +163,7 @@ class Writer:
     def _write(self, data: Any, operation: Operation) -> WriteResult:
         timeline = Timeline.load(self.storage, self.config)
         records = self._prepare(data, operation, timeline)
-        from shoal.services.rollback import rollback_failed_writes
-
-        # Failed writes must go before planning: hudi-rs would otherwise read their files.
-        if rollback_failed_writes(self.storage, self.config, timeline):
-            timeline = timeline.reload()
+        timeline = self.rollback_failed_writes(timeline)
         view = FileSystemView(self.storage, timeline)
         if operation == Operation.BULK_INSERT:
             assignment, chunks = self._plan_bulk_insert(records, timeline)
@@ -145,87 +175,104 @@ class Writer:
 
     def _prepare(self, data: Any, operation: Operation, timeline: Timeline) -> pa.Table:
         incoming = normalize_types(strip_meta_columns(to_arrow_table(data)))
-        ordering = self.config.precombine_field
-        if operation == Operation.DELETE:
-            keyed = add_keys(incoming, self.keygen)
-            validate_keys(keyed.column(RECORD_KEY))
-            keep = [RECORD_KEY, PARTITION_PATH] + (
-                [ordering] if ordering and ordering in keyed.column_names else []
-            )
-            keyed = keyed.select(keep)
-            if self.wc.get(COMBINE_BEFORE_DELETE):
-                keyed = dedup_by_key(keyed, None)
-            return keyed.append_column(
-                OP_COLUMN, pa.repeat(pa.scalar(OP_HARD_DELETE, pa.int8()), keyed.num_rows)
-            )
-        table_schema = self._table_schema(timeline)
-        incoming = reconcile(incoming, table_schema, fill_missing=self.wc.get(SCHEMA_ON_WRITE_ADD_COLUMNS))
-        check_ordering_field(incoming, ordering)
-        keyed = add_keys(incoming, self.keygen)
-        validate_keys(keyed.column(RECORD_KEY))
-        combine = {
-            Operation.UPSERT: COMBINE_BEFORE_UPSERT,
-            Operation.INSERT: COMBINE_BEFORE_INSERT,
-            Operation.BULK_INSERT: COMBINE_BEFORE_INSERT,
-        }[operation]
-        if self.wc.get(combine):
-            keyed = dedup_by_key(keyed, ordering)
-        deleted = deleted_mask(keyed)
-        if deleted is None:
-            ops = pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), keyed.num_rows)
-        else:
-            ops = pc.if_else(deleted, pa.scalar(OP_SOFT_DELETE, pa.int8()), pa.scalar(OP_UPSERT, pa.int8()))
-            if operation != Operation.UPSERT:
-                keyed = keyed.filter(pc.invert(deleted))
-                ops = pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), keyed.num_rows)
-        return keyed.append_column(OP_COLUMN, ops)
+        keyed = key_records(
+            incoming,
+            operation,
+            self.keygen,
+            self.config.precombine_field,
+            None if operation == Operation.DELETE else self.table_schema(timeline),
+            self.wc.get(SCHEMA_ON_WRITE_ADD_COLUMNS),
+        )
+        return finish_records(keyed, operation, self.config.precombine_field, self.combine(operation))
 
-    def _table_schema(self, timeline: Timeline) -> pa.Schema | None:
+    def combine(self, operation: Operation) -> bool:
+        """Whether records of the batch are deduplicated by key (Hudi's combine-before-*)."""
+        return bool(
+            self.wc.get(
+                {
+                    Operation.UPSERT: COMBINE_BEFORE_UPSERT,
+                    Operation.INSERT: COMBINE_BEFORE_INSERT,
+                    Operation.BULK_INSERT: COMBINE_BEFORE_INSERT,
+                    Operation.DELETE: COMBINE_BEFORE_DELETE,
+                }[operation]
+            )
+        )
+
+    def table_schema(self, timeline: Timeline) -> pa.Schema | None:
+        """The latest committed schema without the meta columns; None before the first write."""
         avro = timeline.latest_schema()
         if not avro:
             return None
         schema = _native.avro_to_arrow_schema(avro)
         return pa.schema([f for f in schema if f.name not in META_COLUMNS])
 
+    def rollback_failed_writes(self, timeline: Timeline) -> Timeline:
+        """Rolls back failed writes; returns the timeline to plan with."""
+        from shoal.services.rollback import rollback_failed_writes
+
+        # Failed writes must go before planning: hudi-rs would otherwise read their files.
+        if rollback_failed_writes(self.storage, self.config, timeline):
+            return timeline.reload()
+        return timeline
+
     # ---- planning --------------------------------------------------------------------------
 
-    def _average_record_size(self, timeline: Timeline, records: pa.Table) -> int:
+    def index(
+        self, operation: Operation, footers: Mapping[str, KeyFooter] | None = None
+    ) -> BloomIndex | None:
+        """The index that tags this operation's records; None when it needs no lookup."""
+        return make_index(self.storage, self.wc, operation, footers)
+
+    def _average_record_size(self, timeline: Timeline, sample: Callable[[], pa.Table]) -> int:
         from_commits = average_record_size_from_commits(
             timeline, self.wc.get(PARQUET_SMALL_FILE_LIMIT), self.wc.get(RECORD_SIZE_THRESHOLD)
         )
         if from_commits is not None:
             return from_commits
+        records = sample()
         if records.num_rows:
             data_cols = [c for c in records.column_names if c != OP_COLUMN]
             return estimate_record_size(records.select(data_cols), self.wc.get(PARQUET_COMPRESSION))
         return int(self.wc.get(RECORD_SIZE_ESTIMATE))
 
-    def _assigner(self, timeline: Timeline, records: pa.Table) -> BucketAssigner:
+    def assigner(self, timeline: Timeline, sample: Callable[[], pa.Table]) -> BucketAssigner:
+        """The bucket assigner, sized by recent commits or else by ``sample()`` (prepared
+        records, only called when no commit says how large records are)."""
         return BucketAssigner(
             self.wc.get(PARQUET_MAX_FILE_SIZE),
             self.wc.get(PARQUET_SMALL_FILE_LIMIT),
-            self._average_record_size(timeline, records),
+            self._average_record_size(timeline, sample),
+        )
+
+    def assign(
+        self,
+        assigner: BucketAssigner,
+        assignment: Assignment,
+        partition: str,
+        num_inserts: int,
+        updates_by_file: dict[str, int],
+        slices: list[FileSlice],
+    ) -> None:
+        """Adds one partition's buckets: its updates per file group and its inserts."""
+        assigner.assign(
+            assignment, partition, num_inserts, updates_by_file, slices, allow_logs=not self.merge_on_read
         )
 
     def _plan(
         self, records: pa.Table, operation: Operation, view: FileSystemView, timeline: Timeline
     ) -> tuple[Assignment, list[tuple[int, pa.Table]]]:
         """Tags records, builds buckets; returns the assignment and, per bucket, its records."""
-        assigner = self._assigner(timeline, records)
+        assigner = self.assigner(timeline, lambda: records)
         assignment = Assignment()
         routed: list[tuple[int, pa.Array]] = []
         groups = group_rows(records.column(PARTITION_PATH))
         all_keys = records.column(RECORD_KEY)
         keys = [all_keys.take(rows).combine_chunks() for _, rows in groups]
         slices = [view.latest_file_slices(partition) for partition, _ in groups]
-        if operation == Operation.INSERT and self.wc.get(ALLOW_DUPLICATE_ON_INSERTS):
+        index = self.index(operation)
+        if index is None:
             tags = [pa.nulls(len(k), pa.string()) for k in keys]
         else:
-            index = (
-                SimpleIndex(self.storage)
-                if self.wc.get(INDEX_TYPE) == "SIMPLE"
-                else BloomIndex(self.storage, prune_by_ranges=self.wc.get(BLOOM_PRUNE_BY_RANGES))
-            )
             tags = index.tag(list(zip(keys, slices, strict=True)))
         ops = records.column(OP_COLUMN)
         for (partition, rows), partition_slices, tagged in zip(groups, slices, tags, strict=True):
@@ -236,13 +283,13 @@ class Writer:
             upd_idx = pc.indices_nonzero(found)
             updates_by_file = {fid: upd_idx.take(ix) for fid, ix in group_rows(tagged.take(upd_idx))}
             first_bucket = len(assignment.buckets)
-            assigner.assign(
+            self.assign(
+                assigner,
                 assignment,
                 partition,
                 len(new_rows),
                 {fid: len(ix) for fid, ix in updates_by_file.items()},
                 partition_slices,
-                allow_logs=self.config.table_type != TableType.MERGE_ON_READ,
             )
             bucket_rows: dict[int, list[pa.Array]] = defaultdict(list)
             by_file = {assignment.buckets[i].file_id: i for i in range(first_bucket, len(assignment.buckets))}
@@ -256,19 +303,19 @@ class Writer:
                 parts = bucket_rows.get(bucket_idx)
                 if parts:
                     routed.append((bucket_idx, pa.concat_arrays(parts)))
-        chunks = self.executor.map(take_rows, [(records, rows) for _, rows in routed])
+        chunks = self.driver.map(take_rows, [(records, rows) for _, rows in routed])
         return assignment, [(b, chunk) for (b, _), chunk in zip(routed, chunks, strict=True)]
 
     def _plan_bulk_insert(
         self, records: pa.Table, timeline: Timeline
     ) -> tuple[Assignment, list[tuple[int, pa.Table]]]:
         """Sorted by partition and key, cut into files of ``max file size`` each; no index lookup."""
-        assigner = self._assigner(timeline, records)
+        assigner = self.assigner(timeline, lambda: records)
         per_file = assigner.records_per_new_file()
         groups = group_rows(records.column(PARTITION_PATH))
         # Base files take the partition path from their bucket: no need to carry the column.
         data = records.drop_columns([PARTITION_PATH])
-        sorted_parts = self.executor.map(_sorted_by_key, [(data, rows) for _, rows in groups])
+        sorted_parts = self.driver.map(sorted_by_key, [(data, rows) for _, rows in groups])
         assignment = Assignment()
         chunks: list[tuple[int, pa.Table]] = []
         for (partition, _), part in zip(groups, sorted_parts, strict=True):
@@ -300,84 +347,103 @@ class Writer:
         chunks: list[tuple[int, pa.Table]],
         timeline: Timeline,
     ) -> WriteResult:
-        mor = self.config.table_type == TableType.MERGE_ON_READ
+        write = self.start(
+            operation, assignment, timeline, {assignment.buckets[b].partition_path for b, _ in chunks}
+        )
+        items = [
+            (self.task_spec(write, bucket_idx, task_id, _has_ordered_entries(chunk)), chunk, self.storage)
+            for task_id, (bucket_idx, chunk) in enumerate(chunks)
+        ]
+        stats: list[WriteStat] = self.executor.map(run_write_task, items)
+        schema_source = [c for c in records.column_names if c not in (RECORD_KEY, PARTITION_PATH, OP_COLUMN)]
+        return self.commit(write, stats, records.select(schema_source).schema)
+
+    def start(
+        self, operation: Operation, assignment: Assignment, timeline: Timeline, partitions: Iterable[str]
+    ) -> PendingWrite:
+        """Starts the instant (requested, then inflight with the workload profile) and makes sure
+        the partitions the buckets write to exist."""
+        mor = self.merge_on_read
         # File groups a pending compaction plans take new logs in the slice it opens. A slice
-        # rewrite (below) happens at this instant, later than the compaction's: that newer slice
-        # supersedes the compacted one (services/compaction.py).
+        # rewrite (task_spec) happens at this instant, later than the compaction's: that newer
+        # slice supersedes the compacted one (services/compaction.py).
         pending = pending_compaction_file_groups(timeline) if mor else {}
         instant_time = timeline.new_instant_time()
         action = Action.DELTA_COMMIT if mor else Action.COMMIT
         requested = timeline.create_requested(instant_time, action)
         profile = self._workload_profile(assignment, operation).to_json()
         inflight = timeline.transition_to_inflight(requested, profile)
-        event_time = self.config.merge_ordering == MergeOrdering.EVENT_TIME
-        opts = self._base_file_options()
-        ordering = self.config.precombine_field
-        cow_items, log_items = [], []
         log_schema = self._log_block_schema(timeline) if mor and operation == Operation.DELETE else None
-        deleted_logs: set[tuple[str, str]] | None = None
-        for task_id, (bucket_idx, chunk) in enumerate(chunks):
-            bucket = assignment.buckets[bucket_idx]
-            existing: FileSlice | None = bucket.existing
-            if mor and existing is not None and bucket.inserts == 0:
-                # Hudi's readers collapse a key's log entries before the base record competes:
-                # under event-time ordering, a record or an ordered delete logged after a delete
-                # of its key collapses to a version that can lose to the deleted base record and
-                # bring it back. Slices whose logs hold deletes are rewritten instead.
-                if event_time and existing.log_files and _has_ordered_entries(chunk):
-                    if deleted_logs is None:
-                        deleted_logs = log_files_with_deletes(timeline)
-                    rewrite = any(
-                        (existing.partition_path, lf.name) in deleted_logs for lf in existing.log_files
-                    )
-                else:
-                    rewrite = False
-                if not rewrite:
-                    target = slice_for_new_logs(existing, pending)
-                    spec = self._log_spec(instant_time, task_id, target, log_schema)
-                    log_items.append((spec, chunk, self.storage))
-                    continue
-            old_base = existing.base_file.path if existing is not None and existing.base_file else None
-            old_slice = None
-            if mor and existing is not None and existing.log_files:
-                old_slice = self._slice_spec(existing, timeline, event_time)
-            cow_spec = CowWriteSpec(
-                base_uri=self.storage.base_uri,
-                instant=instant_time,
-                partition_path=bucket.partition_path,
-                file_id=bucket.file_id,
-                task_id=task_id,
-                old_base_path=old_base,
-                prev_commit=existing.base_instant if existing is not None else NULL_COMMIT,
-                ordering_field=ordering,
-                event_time_ordering=event_time,
-                options=opts,
-                old_slice=old_slice,
-            )
-            cow_items.append((cow_spec, chunk, self.storage))
-        for partition in {assignment.buckets[b].partition_path for b, _ in chunks}:
+        for partition in partitions:
             ensure_partition_metadata(self.storage, partition, instant_time)
-        stats: list[WriteStat] = self.executor.map(run_cow_write, cow_items)
-        stats += self.executor.map(run_log_append, log_items)
-        metadata = CommitMetadata(operation_type=operation.value)
+        return PendingWrite(operation, assignment, timeline, instant_time, inflight, pending, log_schema)
+
+    def task_spec(
+        self, write: PendingWrite, bucket_idx: int, task_id: int, has_ordered_entries: bool
+    ) -> CowWriteSpec | LogAppendSpec:
+        """The task that writes bucket ``bucket_idx``: a log append or a base file (new, or a
+        rewrite of the slice). ``has_ordered_entries`` says whether the bucket's records include
+        records or ``_hoodie_is_deleted`` deletes (anything but hard deletes)."""
+        mor = self.merge_on_read
+        timeline = write.timeline
+        event_time = self.config.merge_ordering == MergeOrdering.EVENT_TIME
+        bucket = write.assignment.buckets[bucket_idx]
+        existing: FileSlice | None = bucket.existing
+        if mor and existing is not None and bucket.inserts == 0:
+            # Hudi's readers collapse a key's log entries before the base record competes:
+            # under event-time ordering, a record or an ordered delete logged after a delete
+            # of its key collapses to a version that can lose to the deleted base record and
+            # bring it back. Slices whose logs hold deletes are rewritten instead.
+            if event_time and existing.log_files and has_ordered_entries:
+                if write.deleted_logs is None:
+                    write.deleted_logs = log_files_with_deletes(timeline)
+                deleted_logs = write.deleted_logs
+                rewrite = any((existing.partition_path, lf.name) in deleted_logs for lf in existing.log_files)
+            else:
+                rewrite = False
+            if not rewrite:
+                target = slice_for_new_logs(existing, write.pending_compactions)
+                return self._log_spec(write.instant_time, task_id, target, write.log_schema)
+        old_base = existing.base_file.path if existing is not None and existing.base_file else None
+        old_slice = None
+        if mor and existing is not None and existing.log_files:
+            old_slice = self._slice_spec(existing, timeline, event_time)
+        return CowWriteSpec(
+            base_uri=self.storage.base_uri,
+            instant=write.instant_time,
+            partition_path=bucket.partition_path,
+            file_id=bucket.file_id,
+            task_id=task_id,
+            old_base_path=old_base,
+            prev_commit=existing.base_instant if existing is not None else NULL_COMMIT,
+            ordering_field=self.config.precombine_field,
+            event_time_ordering=event_time,
+            options=self._base_file_options(),
+            old_slice=old_slice,
+        )
+
+    def commit(self, write: PendingWrite, stats: list[WriteStat], data_schema: pa.Schema) -> WriteResult:
+        """Completes the instant with the tasks' write stats (``data_schema``: the records'
+        columns, without the meta and internal ones), then runs inline table services."""
+        timeline = write.timeline
+        metadata = CommitMetadata(operation_type=write.operation.value)
         for stat in stats:
             metadata.add_stat(stat)
-        schema_source = [c for c in records.column_names if c not in (RECORD_KEY, PARTITION_PATH, OP_COLUMN)]
-        if operation != Operation.DELETE:
-            metadata.extra_metadata["schema"] = avro_schema_for(
-                records.select(schema_source).schema, self.config.table_name
-            )
+        if write.operation != Operation.DELETE:
+            metadata.extra_metadata["schema"] = avro_schema_for(data_schema, self.config.table_name)
         else:
             schema = timeline.latest_schema()
             if schema:
                 metadata.extra_metadata["schema"] = schema
-        if mor:
-            abort_on_compaction_conflict(self.storage, self.config, timeline, inflight, stats)
-        timeline.complete(inflight, metadata.to_json())
-        delete_markers(self.storage, instant_time)
-        if mor:
+        if self.merge_on_read:
+            abort_on_compaction_conflict(self.storage, self.config, timeline, write.inflight, stats)
+        # Attempts of a retried task (Spark) leave files of their own: only reported ones stay.
+        reconcile_against_markers(self.storage, write.instant_time, [s.path for s in stats if s.path])
+        timeline.complete(write.inflight, metadata.to_json())
+        delete_markers(self.storage, write.instant_time)
+        if self.merge_on_read:
             run_inline_compaction(self.storage, self.config, self.wc, self.executor)
-        return WriteResult(instant_time, operation, metadata)
+        return WriteResult(write.instant_time, write.operation, metadata)
 
     def _slice_spec(self, existing: FileSlice, timeline: Timeline, event_time: bool) -> MorSliceSpec:
         return MorSliceSpec(
@@ -394,7 +460,7 @@ class Writer:
 
     def _log_block_schema(self, timeline: Timeline) -> str | None:
         """The table's Avro schema with the meta fields, for the header of delete blocks."""
-        data = self._table_schema(timeline)
+        data = self.table_schema(timeline)
         if data is None:
             return None
         meta = [pa.field(n, pa.string()) for n in META_COLUMNS]
@@ -419,6 +485,7 @@ class Writer:
             table_name=self.config.table_name,
             ordering_field=self.config.precombine_field,
             table_schema=table_schema,
+            in_place=not self.executor.retries_tasks,
         )
 
     def _workload_profile(self, assignment: Assignment, operation: Operation) -> CommitMetadata:
@@ -432,6 +499,76 @@ class Writer:
         for partition, stat in per_partition.items():
             profile.partition_to_write_stats[partition] = [stat]
         return profile
+
+
+def key_records(
+    incoming: pa.Table,
+    operation: Operation,
+    keygen: KeyGenerator,
+    ordering: str | None,
+    table_schema: pa.Schema | None,
+    fill_missing: bool,
+) -> pa.Table:
+    """Validates ``incoming`` (normalized, without meta columns) against the table schema, adds
+    the record key and partition path columns and the operation column (rows marked
+    ``_hoodie_is_deleted`` are soft deletes). Works batch by batch: nothing here looks across
+    rows, so a Spark task can run it on its share of the input."""
+    if operation == Operation.DELETE:
+        keyed = add_keys(incoming, keygen)
+        validate_keys(keyed.column(RECORD_KEY))
+        keep = [RECORD_KEY, PARTITION_PATH] + (
+            [ordering] if ordering and ordering in keyed.column_names else []
+        )
+        keyed = keyed.select(keep)
+        return keyed.append_column(OP_COLUMN, pa.repeat(pa.scalar(OP_HARD_DELETE, pa.int8()), keyed.num_rows))
+    incoming = reconcile(incoming, table_schema, fill_missing=fill_missing)
+    check_ordering_field(incoming, ordering)
+    keyed = add_keys(incoming, keygen)
+    validate_keys(keyed.column(RECORD_KEY))
+    deleted = deleted_mask(keyed)
+    if deleted is None:
+        ops = pa.repeat(pa.scalar(OP_UPSERT, pa.int8()), keyed.num_rows)
+    else:
+        ops = pc.if_else(deleted, pa.scalar(OP_SOFT_DELETE, pa.int8()), pa.scalar(OP_UPSERT, pa.int8()))
+    return keyed.append_column(OP_COLUMN, ops)
+
+
+def finish_records(records: pa.Table, operation: Operation, ordering: str | None, combine: bool) -> pa.Table:
+    """Deduplicates keyed records by key when ``combine`` (the greatest ordering value wins,
+    ties to the later row), then drops soft deletes for operations other than upsert, which
+    write only the live records. Needs every record of a key: on Spark it runs in the write
+    task, which gets all of them."""
+    if combine:
+        records = dedup_by_key(records, None if operation == Operation.DELETE else ordering)
+    if operation in (Operation.UPSERT, Operation.DELETE) or IS_DELETED_COLUMN not in records.column_names:
+        return records
+    return records.filter(pc.equal(records.column(OP_COLUMN), OP_UPSERT))
+
+
+def make_index(
+    storage: Storage,
+    wc: WriteConfig,
+    operation: Operation,
+    footers: Mapping[str, KeyFooter] | None = None,
+) -> BloomIndex | None:
+    """The index that tags ``operation``'s records (``hoodie.index.type``); None when the
+    operation needs no lookup (inserts that allow duplicates). ``footers``: see BloomIndex."""
+    if operation == Operation.BULK_INSERT:
+        return None
+    if operation == Operation.INSERT and wc.get(ALLOW_DUPLICATE_ON_INSERTS):
+        return None
+    if wc.get(INDEX_TYPE) == "SIMPLE":
+        return SimpleIndex(storage)
+    return BloomIndex(storage, prune_by_ranges=wc.get(BLOOM_PRUNE_BY_RANGES), footers=footers)
+
+
+def run_write_task(
+    spec: CowWriteSpec | LogAppendSpec, records: pa.Table, storage: Storage | None = None
+) -> WriteStat:
+    """Runs the write task ``spec`` names (one executor job for base files and log appends)."""
+    if isinstance(spec, LogAppendSpec):
+        return run_log_append(spec, records, storage)
+    return run_cow_write(spec, records, storage)
 
 
 def group_rows(values: pa.Array | pa.ChunkedArray) -> list[tuple[Any, pa.Array]]:
@@ -452,7 +589,7 @@ def group_rows(values: pa.Array | pa.ChunkedArray) -> list[tuple[Any, pa.Array]]
     ]
 
 
-def _sorted_by_key(data: pa.Table, rows: pa.Array) -> pa.Table:
+def sorted_by_key(data: pa.Table, rows: pa.Array) -> pa.Table:
     """The ``rows`` of ``data`` sorted by record key; equal keys (duplicates allowed on insert)
     keep their input order, as one stable sort by (partition path, key) would."""
     # Gathering the rows in row order first keeps the key-order gather within the (smaller, more
