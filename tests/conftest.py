@@ -33,11 +33,17 @@ def fixture_table(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], P
 
 @pytest.fixture(scope="session")
 def spark():
-    """One local[2] SparkSession for the whole test run (starting one costs ~10 s)."""
+    """One local SparkSession for the whole test run (starting one costs ~10 s): 2 cores, and a
+    failed task is tried up to 3 times (``local[2,3]``), so tests can inject task failures."""
     pytest.importorskip("pyspark")
     from shoal.spark import local_session
 
-    session = local_session("local[2]", app_name="shoal-tests", fast_start=True)
+    session = local_session(
+        "local[2,3]",
+        app_name="shoal-tests",
+        conf={"spark.ui.showConsoleProgress": "false"},
+        fast_start=True,
+    )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
