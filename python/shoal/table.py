@@ -29,6 +29,7 @@ from shoal.read.incremental import read_incremental as read_changes
 from shoal.read.mor import MorSliceSpec, read_mor_slice
 from shoal.read.snapshot import SliceReadSpec, iter_batches, plan_slices, read_base_slice, unify
 from shoal.read.stream import ChangeStream
+from shoal.services.clean import ensure_retained
 from shoal.timeline.commit_metadata import CommitMetadata
 from shoal.timeline.instant import Instant
 from shoal.timeline.timeline import Timeline
@@ -319,6 +320,46 @@ class Table:
         """Instants of the compactions scheduled but not completed, oldest first."""
         return [i.requested_time for i in self._timeline().pending_compactions()]
 
+    # ---- cleaning, savepoints and restore --------------------------------------------------
+
+    def clean(self, force: bool = True, options: Mapping[str, Any] | None = None) -> list[str]:
+        """Cleans the table: finishes cleans left pending, then removes the file slices the
+        cleaner policy (``hoodie.cleaner.policy``) no longer retains. Returns the clean instants
+        completed. ``force=False`` plans a clean only after ``hoodie.clean.max.commits`` commits
+        since the last one, as the inline clean after each commit does."""
+        from shoal.services.clean import clean
+
+        config = self.write_config.merged(options) if options else self.write_config
+        return clean(self.storage, self.config, config, self.executor, force=force)
+
+    def savepoint(self, instant: str | None = None, user: str | None = None, comment: str = "") -> str:
+        """Savepoints the completed commit ``instant`` (default: the latest): the cleaner keeps
+        its file slices, so reads as of it and :meth:`restore` to it keep working. Returns the
+        instant. Raises CleanedInstantError when the cleaner already removed slices it needs."""
+        from shoal.services.savepoint import create_savepoint
+
+        return create_savepoint(self.storage, self.config, instant, user=user, comment=comment)
+
+    def savepoints(self) -> list[str]:
+        """The savepointed instants, oldest first."""
+        from shoal.services.savepoint import savepointed_instants
+
+        return savepointed_instants(self._timeline())
+
+    def delete_savepoint(self, instant: str) -> None:
+        """Deletes the savepoint at ``instant``; the next clean may remove the slices it kept."""
+        from shoal.services.savepoint import delete_savepoint
+
+        delete_savepoint(self.storage, self.config, instant)
+
+    def restore(self, instant: str) -> str:
+        """Rolls the table back to the savepoint at ``instant``: every commit, delta commit and
+        compaction after it, completed or pending, is rolled back. Returns the restore instant.
+        Refused while a later savepoint exists."""
+        from shoal.services.restore import restore
+
+        return restore(self.storage, self.config, instant, self.executor)
+
     # ---- reads -----------------------------------------------------------------------------
 
     def file_slices(self, as_of: str | None = None) -> list[Any]:
@@ -471,6 +512,8 @@ class Table:
         timeline = self._timeline()
         instant = _resolve_as_of(timeline, as_of)
         view = FileSystemView(self.storage, timeline, instant)
+        if instant is not None:
+            ensure_retained(timeline, view, instant)
         schema = self._schema(timeline)
         partitions = prune_partitions(
             view.partition_paths,

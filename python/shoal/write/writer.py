@@ -47,6 +47,7 @@ from shoal.index.footer import KeyFooter
 from shoal.index.simple import SimpleIndex
 from shoal.keygen import KeyGenerator
 from shoal.read.mor import MorSliceSpec
+from shoal.services.clean import run_inline_clean
 from shoal.services.compaction import (
     abort_on_compaction_conflict,
     pending_compaction_file_groups,
@@ -443,6 +444,7 @@ class Writer:
         delete_markers(self.storage, write.instant_time)
         if self.merge_on_read:
             run_inline_compaction(self.storage, self.config, self.wc, self.executor)
+        run_inline_clean(self.storage, self.config, self.wc, self.executor)
         return WriteResult(write.instant_time, write.operation, metadata)
 
     def _slice_spec(self, existing: FileSlice, timeline: Timeline, event_time: bool) -> MorSliceSpec:

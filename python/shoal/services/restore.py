@@ -1,0 +1,217 @@
+"""Restoring a table to a savepoint (HUDI_FORMAT §2.3, §8.4; Hudi's ``restoreToSavepoint``).
+
+``restore(S)`` needs a savepoint at S and no later savepoint. It records ``R.restore.requested``
+(Avro ``HoodieRestorePlan``: every commit, delta commit, compaction and replace commit after S,
+completed or pending, newest first), then ``R.restore.inflight``, rolls each of them back with
+services/rollback.py (a rollback instant each, as Hudi does), completes ``R.restore`` (Avro
+``HoodieRestoreMetadata`` holding those rollbacks' metadata) and finally removes the rollback
+instants it made, which Hudi also does once the restore is complete. Cleans and rollbacks after S
+stay: they removed nothing S needs (the savepoint pinned its file slices).
+
+A completed write's markers are gone, so its rollback gets them back from its commit metadata:
+a base file it created or merged is deleted, a log file it appended to is cut back to the size
+the write found (``logOffset`` of the delta write stat; 0 means the write created the file, which
+is deleted). Rolled back newest first, every log file ends as it was at S. A completed compaction
+is reverted to inflight first, then rolled back as a failed attempt, then its plan is removed.
+
+A restore that crashed stays pending; the next ``restore`` (or :func:`finish_pending_restores`)
+resumes it from its plan, skipping instants already rolled back.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from shoal import _native
+from shoal.config.table_config import TableConfig
+from shoal.errors import InstantNotFoundError, InvalidArgumentError, UnsupportedError
+from shoal.executor.base import Executor
+from shoal.fs.markers import create_marker, list_marked_files
+from shoal.fs.storage import Storage
+from shoal.schemas import load_schema
+from shoal.services.clean import run_pending_cleans
+from shoal.services.rollback import rollback_inflight_compaction, rollback_instant
+from shoal.services.savepoint import check_version, decode_record, savepointed_instants
+from shoal.timeline.commit_metadata import NULL_COMMIT
+from shoal.timeline.instant import Action, Instant, State
+from shoal.timeline.lock import COMPACTION, WRITE, table_lock
+from shoal.timeline.timeline import Timeline
+
+PLAN_SCHEMA = "HoodieRestorePlan.v6.writer"
+METADATA_SCHEMA = "HoodieRestoreMetadata.v6.writer"
+PLAN_VERSION = 2
+METADATA_VERSION = 1
+# Hudi's write timeline: what a restore rolls back.
+_RESTORED_ACTIONS = (Action.COMMIT, Action.DELTA_COMMIT, Action.COMPACTION, Action.REPLACE_COMMIT)
+_UNSUPPORTED_ACTIONS = (Action.LOG_COMPACTION, Action.CLUSTERING)
+
+
+def restore(
+    storage: Storage, config: TableConfig, savepoint_time: str, executor: Executor | None = None
+) -> str:
+    """Rolls the table back to the savepoint at ``savepoint_time`` and returns the restore
+    instant. Writers and compaction runners of this process wait meanwhile."""
+    check_version(config, "restore")
+    with table_lock(storage, WRITE), table_lock(storage, COMPACTION):
+        finish_pending_restores(storage, config)
+        # A clean planned before the restore may hold slices the restore makes latest again.
+        run_pending_cleans(storage, config, executor)
+        timeline = Timeline.load(storage, config)
+        savepoints = savepointed_instants(timeline)
+        if savepoint_time not in savepoints:
+            raise InstantNotFoundError(
+                f"no savepoint at {savepoint_time} (savepoints: {', '.join(savepoints) or 'none'})"
+            )
+        later = [t for t in savepoints if t > savepoint_time]
+        if later:
+            raise InvalidArgumentError(
+                f"savepoints after {savepoint_time} exist ({', '.join(later)}): delete them first"
+            )
+        targets = instants_to_roll_back(timeline, savepoint_time)
+        for inst in targets:
+            if inst.is_completed and inst.action != Action.COMPACTION:
+                _replay_markers(storage, timeline, inst, check_only=True)
+        restore_time = timeline.new_instant_time()
+        plan = {
+            "instantsToRollback": [_instant_info(i) for i in targets],
+            "version": PLAN_VERSION,
+            "savepointToRestoreTimestamp": savepoint_time,
+        }
+        requested = timeline.create_requested(
+            restore_time,
+            Action.RESTORE,
+            _native.avro_container_encode(load_schema(PLAN_SCHEMA), json.dumps([plan])),
+        )
+        _execute(storage, config, requested, plan)
+        return restore_time
+
+
+def instants_to_roll_back(timeline: Timeline, savepoint_time: str) -> list[Instant]:
+    """Every write-timeline instant after the savepoint, any state, newest first."""
+    after = [i for i in timeline.instants if i.requested_time > savepoint_time]
+    unsupported = [i for i in after if i.action in _UNSUPPORTED_ACTIONS]
+    if unsupported:
+        raise UnsupportedError(f"cannot restore over {unsupported[0]}: shoal does not roll back that action")
+    return [i for i in reversed(after) if i.action in _RESTORED_ACTIONS]
+
+
+def finish_pending_restores(storage: Storage, config: TableConfig) -> list[str]:
+    """Completes every restore a crash left requested or inflight; returns their instants."""
+    with table_lock(storage, WRITE), table_lock(storage, COMPACTION):
+        done = []
+        for inst in Timeline.load(storage, config).pending():
+            if inst.action != Action.RESTORE:
+                continue
+            requested = Instant(inst.requested_time, Action.RESTORE, State.REQUESTED)
+            timeline = Timeline.load(storage, config)
+            plan = decode_record(timeline.read_instant(requested), f"restore plan {inst.requested_time}")
+            _execute(storage, config, inst, plan)
+            done.append(inst.requested_time)
+        return done
+
+
+def restore_metadata(timeline: Timeline, instant_time: str) -> dict:
+    """The decoded ``HoodieRestoreMetadata`` of the completed restore at ``instant_time``."""
+    try:
+        data = timeline.read_instant(Instant(instant_time, Action.RESTORE, State.COMPLETED))
+    except FileNotFoundError:
+        raise InstantNotFoundError(f"no completed restore {instant_time}") from None
+    return decode_record(data, f"restore metadata {instant_time}")
+
+
+def _execute(storage: Storage, config: TableConfig, restore_instant: Instant, plan: dict) -> None:
+    started = time.monotonic()
+    timeline = Timeline.load(storage, config)
+    requested = Instant(restore_instant.requested_time, Action.RESTORE, State.REQUESTED)
+    if restore_instant.state == State.REQUESTED:
+        inflight = timeline.transition_to_inflight(requested, b"")
+    else:
+        inflight = requested.with_state(State.INFLIGHT)
+    rollbacks: dict[str, list[dict]] = {}
+    for info in plan.get("instantsToRollback") or []:
+        timeline = timeline.reload()
+        target = timeline.get(info["commitTime"])
+        if target is None or target.action not in _RESTORED_ACTIONS:
+            continue  # rolled back by an earlier attempt of this restore
+        rollback_time = _roll_back(storage, config, timeline, target)
+        rollbacks[target.requested_time] = [_rollback_metadata(timeline.reload(), rollback_time)]
+    infos = list(plan.get("instantsToRollback") or [])
+    metadata = {
+        "startRestoreTime": restore_instant.requested_time,
+        "timeTakenInMillis": int((time.monotonic() - started) * 1000),
+        "instantsToRollback": [i["commitTime"] for i in infos],
+        "hoodieRestoreMetadata": rollbacks,
+        "version": METADATA_VERSION,
+        "restoreInstantInfo": infos,
+        "extraMetadata": None,
+    }
+    timeline.complete(
+        inflight, _native.avro_container_encode(load_schema(METADATA_SCHEMA), json.dumps([metadata]))
+    )
+    # The rollbacks are part of the restore: once it completed, Hudi removes every rollback
+    # instant after it (a crashed attempt's unfinished ones too).
+    for inst in timeline.reload().instants:
+        if inst.action == Action.ROLLBACK and inst.requested_time > restore_instant.requested_time:
+            timeline.delete_instant_files(inst.requested_time)
+
+
+def _roll_back(storage: Storage, config: TableConfig, timeline: Timeline, target: Instant) -> str:
+    """Rolls back one instant with services/rollback.py and returns the rollback time."""
+    if target.action == Action.COMPACTION:
+        return _roll_back_compaction(storage, timeline, target)
+    if target.is_completed:
+        _replay_markers(storage, timeline, target, check_only=False)
+    return rollback_instant(storage, config, timeline, target)
+
+
+def _roll_back_compaction(storage: Storage, timeline: Timeline, target: Instant) -> str:
+    t = target.requested_time
+    requested = Instant(t, Action.COMPACTION, State.REQUESTED)
+    inflight = requested.with_state(State.INFLIGHT)
+    if target.is_completed:
+        _replay_markers(storage, timeline, target, check_only=False)
+        # Back to inflight: readers stop seeing the compacted base files at once.
+        storage.delete(timeline.path_of(target), missing_ok=False)
+    elif target.state == State.REQUESTED:
+        timeline.transition_to_inflight(requested, b"")
+    rollback_time = rollback_inflight_compaction(storage, timeline.reload(), inflight)
+    timeline.delete_instant_files(t)
+    return rollback_time
+
+
+def _replay_markers(storage: Storage, timeline: Timeline, target: Instant, check_only: bool) -> None:
+    """Writes the markers a completed instant had (deleted at its commit) from its write stats,
+    so that its rollback deletes what it created and cuts its log appends off. With
+    ``check_only``, only checks that this is possible."""
+    meta = timeline.commit_metadata(target)
+    marked = {path for path, _ in list_marked_files(storage, target.requested_time)}
+    for stat in meta.write_stats():
+        if not stat.path or stat.path in marked:
+            continue
+        is_log = stat.logFiles is not None or stat.logVersion is not None
+        if is_log:
+            if stat.logOffset is None:
+                raise UnsupportedError(
+                    f"cannot restore over {target}: its write stat for {stat.path} has no log offset"
+                )
+            if stat.logOffset > 0 and not storage.is_local:
+                raise UnsupportedError(f"cannot cut log appends back on this storage ({stat.path})")
+        if check_only:
+            continue
+        if is_log:
+            create_marker(storage, target.requested_time, stat.path, "APPEND", append_offset=stat.logOffset)
+        else:
+            io_type = "CREATE" if stat.prevCommit in (NULL_COMMIT, None, "") else "MERGE"
+            create_marker(storage, target.requested_time, stat.path, io_type)
+
+
+def _rollback_metadata(timeline: Timeline, rollback_time: str) -> dict:
+    data = timeline.read_instant(Instant(rollback_time, Action.ROLLBACK, State.COMPLETED))
+    return decode_record(data, f"rollback metadata {rollback_time}")
+
+
+def _instant_info(inst: Instant) -> dict:
+    # Hudi's timeline shows a completed compaction as a commit.
+    action = Action.COMMIT if inst.is_completed and inst.action == Action.COMPACTION else inst.action
+    return {"commitTime": inst.requested_time, "action": action.value}
