@@ -132,6 +132,9 @@ class LogBlock:
     def records(self, reader_schema_json: str | None = None) -> pa.RecordBatch:
         """Decodes an AVRO_DATA_BLOCK with its SCHEMA header, resolved to the reader schema when
         given (fields the writer lacks come back null or with their default)."""
+    def records_json(self) -> str:
+        """Decodes an AVRO_DATA_BLOCK with its SCHEMA header into JSON text: an array with one
+        value per record (unions as their branch's bare value, bytes as latin-1 strings)."""
     def deletes(self) -> pa.RecordBatch:
         """Decodes a DELETE_BLOCK: record_key (utf8), partition_path (utf8), ordering_value (a
         dense union whose type ids are Java's wrapper branches: 0 null, 1 bool, 2 int32,
@@ -148,6 +151,16 @@ def encode_avro_data_block(
     ``schema_json`` (columns matched by name). Header: INSTANT_TIME, SCHEMA, unless ``header``
     (ordered, Hudi key names) places keys first or adds more; its values for those keys must
     equal the arguments."""
+
+def encode_avro_json_block(
+    records_json: str,
+    schema_json: str,
+    instant_time: str | None = None,
+    header: dict[str, str] | None = None,
+) -> bytes:
+    """An AVRO_DATA_BLOCK of records given as JSON text (an array), each one Avro datum of
+    ``schema_json`` (missing fields take their defaults). Header: INSTANT_TIME when given, then
+    SCHEMA, unless ``header`` places keys first or adds more."""
 
 def encode_delete_block(
     record_keys: pa.Array | pa.ChunkedArray | Any,

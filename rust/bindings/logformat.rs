@@ -9,6 +9,7 @@ use pyo3::types::{PyBytes, PyDict};
 use pyo3_arrow::input::{AnyArray, AnyRecordBatch};
 use pyo3_arrow::PyRecordBatch;
 
+use crate::avro::log_block::{decode_json_content, encode_json_block};
 use crate::error::Error;
 use crate::logformat::avro_data::{
     avro_data_record_count, decode_avro_data_content, encode_avro_data_block as core_encode_avro,
@@ -166,6 +167,26 @@ impl PyLogBlock {
         PyRecordBatch::new(batch).into_pyarrow(py)
     }
 
+    /// Decodes an AVRO_DATA_BLOCK into JSON text: an array with one value per record, decoded
+    /// with the block's SCHEMA header (unions as the bare value of their branch, bytes as
+    /// latin-1 strings). For records Arrow cannot hold, such as the archived timeline's.
+    fn records_json(&self, py: Python<'_>) -> PyResult<String> {
+        self.expect_type(BlockType::AvroData, "records_json")?;
+        let schema = self.block.header_value(HeaderKey::Schema).ok_or_else(|| {
+            to_py_err(Error::Corrupt(
+                "Avro data block has no SCHEMA header".into(),
+            ))
+        })?;
+        let content = self.content_bytes();
+        py.detach(|| {
+            decode_json_content(content, schema).and_then(|records| {
+                serde_json::to_string(&records)
+                    .map_err(|e| Error::Unsupported(format!("records do not serialize: {e}")))
+            })
+        })
+        .map_err(to_py_err)
+    }
+
     /// Decodes a DELETE_BLOCK into a ``pyarrow.RecordBatch`` of ``record_key`` (utf8),
     /// ``partition_path`` (utf8) and ``ordering_value``: a dense union whose type ids are the
     /// Avro branches of Java's wrapper union (0 null, 1 boolean, 2 int32, 3 int64, 4 float32,
@@ -273,6 +294,40 @@ fn encode_avro_data_block<'py>(
     let batch = one_batch(batch)?;
     let bytes = py
         .detach(|| core_encode_avro(&batch, schema_json, &header))
+        .map_err(to_py_err)?;
+    Ok(PyBytes::new(py, &bytes))
+}
+
+/// Encodes an AVRO_DATA_BLOCK of records given as JSON text (an array), each one Avro datum
+/// of ``schema_json`` (JSON conventions as ``avro_container_encode``; missing fields take their
+/// defaults). The header is ``SCHEMA``, preceded by ``INSTANT_TIME`` when given, unless
+/// ``header`` places keys first or adds more. Hudi's archived timeline writes ``SCHEMA`` only.
+#[pyfunction]
+#[pyo3(signature = (records_json, schema_json, instant_time = None, header = None))]
+fn encode_avro_json_block<'py>(
+    py: Python<'py>,
+    records_json: &str,
+    schema_json: &str,
+    instant_time: Option<&str>,
+    header: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let mut defined = Vec::new();
+    if let Some(t) = instant_time {
+        defined.push((HeaderKey::InstantTime, t.to_string()));
+    }
+    defined.push((HeaderKey::Schema, schema_json.to_string()));
+    let header = build_header(defined, header)?;
+    let bytes = py
+        .detach(|| {
+            let records: serde_json::Value = serde_json::from_str(records_json)
+                .map_err(|e| Error::InvalidArgument(format!("records are not JSON: {e}")))?;
+            let serde_json::Value::Array(records) = records else {
+                return Err(Error::InvalidArgument(
+                    "records JSON must be an array".into(),
+                ));
+            };
+            encode_json_block(schema_json, &records, &header)
+        })
         .map_err(to_py_err)?;
     Ok(PyBytes::new(py, &bytes))
 }
@@ -429,6 +484,7 @@ fn scan_log_files(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyLogBlock>()?;
     m.add_function(wrap_pyfunction!(encode_avro_data_block, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_avro_json_block, m)?)?;
     m.add_function(wrap_pyfunction!(encode_delete_block, m)?)?;
     m.add_function(wrap_pyfunction!(encode_rollback_block, m)?)?;
     m.add_function(wrap_pyfunction!(read_log_blocks, m)?)?;
