@@ -29,7 +29,9 @@ from shoal.read.incremental import read_incremental as read_changes
 from shoal.read.mor import MorSliceSpec, read_mor_slice
 from shoal.read.snapshot import SliceReadSpec, iter_batches, plan_slices, read_base_slice, unify
 from shoal.read.stream import ChangeStream
+from shoal.services.archive import ArchiveJob, ArchiveResult
 from shoal.services.clean import ensure_retained
+from shoal.timeline.archived import ArchivedTimeline
 from shoal.timeline.commit_metadata import CommitMetadata
 from shoal.timeline.instant import Instant
 from shoal.timeline.timeline import Timeline
@@ -320,6 +322,41 @@ class Table:
         """Instants of the compactions scheduled but not completed, oldest first."""
         return [i.requested_time for i in self._timeline().pending_compactions()]
 
+    # ---- archival --------------------------------------------------------------------------
+
+    def archive(self, options: Mapping[str, Any] | None = None) -> ArchiveResult:
+        """Archives old instants now: once more than ``hoodie.keep.max.commits`` commits (or
+        cleans, or rollbacks) are completed, moves the oldest into ``.hoodie/archived/`` down to
+        ``hoodie.keep.min.commits``, never past a pending instant, the first savepoint, what the
+        last clean retains or what compaction still counts (:mod:`shoal.services.archive`).
+        Runs after every commit too, unless ``hoodie.archive.automatic=false``."""
+        from shoal.services.archive import archive
+
+        config = self.write_config.merged(options) if options else self.write_config
+        return archive(self.storage, self.config, config)
+
+    def archive_async(self, options: Mapping[str, Any] | None = None) -> ArchiveJob:
+        """Starts :meth:`archive` on a background thread (or returns the one still running);
+        ``job.result()`` waits for it. It runs between writes, never inside one."""
+        from shoal.services.archive import archive_async
+
+        config = self.write_config.merged(options) if options else self.write_config
+        return archive_async(self.storage, self.config, config)
+
+    def wait_for_archive(self, timeout: float | None = None) -> ArchiveResult | None:
+        """Waits for the last background archival of this table (``archive_async``, or the
+        one a commit started with ``hoodie.archive.async=true``) and returns its result, or
+        raises its error; None when none was started."""
+        from shoal.services.archive import latest_archive_job
+
+        job = latest_archive_job(self.storage)
+        return job.result(timeout) if job is not None else None
+
+    @property
+    def archived_timeline(self) -> ArchivedTimeline:
+        """The instants archived off the active timeline, with their metadata."""
+        return ArchivedTimeline.load(self.storage, self.config)
+
     # ---- cleaning, savepoints and restore --------------------------------------------------
 
     def clean(self, force: bool = True, options: Mapping[str, Any] | None = None) -> list[str]:
@@ -443,8 +480,12 @@ class Table:
         can also be upserted as is into a Hudi table, which reads the marker as a delete.
         With ``columns``, the meta columns naming the key are kept too.
 
-        Raises InstantNotFoundError when the range reaches before the active timeline of a
-        table whose older instants were archived.
+        When the range reaches before the active timeline of a table whose older instants
+        were archived, raises InstantNotFoundError naming the earliest instant still available;
+        with the table option ``hoodie.datasource.read.incr.fallback.fulltablescan.enable=true``
+        the range is read from the latest snapshot instead, filtered by commit time (a record
+        overwritten later is then seen only as its latest version, a deleted one not at all, and
+        ``include_deletes`` is refused).
         """
         return self._read_incremental(self._timeline(), start, end, columns, filters, include_deletes)
 
@@ -467,6 +508,7 @@ class Table:
             columns,
             filters,
             include_deletes,
+            fallback_full_scan=self.write_config.get(wc.INCR_FALLBACK_FULL_SCAN),
         )
 
     def stream(

@@ -21,6 +21,13 @@ its last row image before the delete, with ``_hoodie_commit_time`` set to the de
 ``_hoodie_is_deleted = true`` (changed rows carry ``false``): Hudi's own delete marker, so the
 output can be upserted into another Hudi table as is, or applied by key
 (``_hoodie_partition_path``, ``_hoodie_record_key``) anywhere else. Every key appears at most once.
+
+A range that reaches before the active timeline of a table whose older instants were archived
+raises InstantNotFoundError naming the earliest instant still available, unless
+``hoodie.datasource.read.incr.fallback.fulltablescan.enable`` is set: then the range is read from
+the latest snapshot of every file group, filtered by ``_hoodie_commit_time`` in ``(start, end]``
+(Hudi's fallback, with its limits: a record overwritten later is seen only as its latest version,
+and only if that version is in the range; a deleted one not at all; no deletes).
 """
 
 from __future__ import annotations
@@ -107,6 +114,9 @@ class InstantRange:
     by_completion_time: bool
     # Requested-time bound of the file-system view as of ``end`` (None: nothing completed yet).
     view_as_of: str | None
+    # The range reaches archived instants and is read from the latest snapshot (see
+    # ``plan_full_scan``).
+    full_scan: bool = False
 
     @property
     def commit_times(self) -> tuple[str, ...]:
@@ -129,12 +139,15 @@ def resolve_range(
     timeline: Timeline,
     start: str | _dt.datetime | None,
     end: str | _dt.datetime | None,
+    fallback_full_scan: bool = False,
 ) -> InstantRange:
     """The instants of ``(start, end]``; ``start=None`` reads from the beginning, ``end=None`` up
     to the latest completed instant.
 
-    Raises InstantNotFoundError when the range reaches before the active timeline and older
-    instants were archived: their write stats are no longer at hand.
+    When the range reaches before the active timeline and older instants were archived, their
+    write stats are no longer at hand: this raises InstantNotFoundError naming the earliest
+    instant still available, or with ``fallback_full_scan`` returns a range marked
+    ``full_scan`` (Hudi's ``hoodie.datasource.read.incr.fallback.fulltablescan.enable``).
     """
     by_completion = timeline.config.table_version >= 8
     lo = normalize_bound(start, "start")
@@ -142,19 +155,22 @@ def resolve_range(
     completed = sorted(
         timeline.completed_data_instants(), key=lambda i: (range_key(i, by_completion), i.requested_time)
     )
-    # Archival moves the oldest instants off the timeline; every archived instant is older than
-    # the first active one (by requested time, the only order archival keeps).
-    first = timeline.first_instant_time()
-    if (
+    # Archival moves the oldest data instants off the timeline; every archived one is older
+    # than the first active one (by requested time, the only order archival keeps).
+    first = timeline.first_data_instant_time()
+    archived = (
         first is not None
         and (lo is None or lo < predecessor(first))
         and has_archived_instants(storage, timeline.config)
-    ):
+    )
+    if first is not None and archived and not fallback_full_scan:
         shown = "the beginning" if lo is None else lo
         raise InstantNotFoundError(
             f"incremental range from {shown} reaches before the active timeline: instants before "
-            f"{first} were archived. The earliest instant still available is {first}; "
-            f"read from start={predecessor(first)} or later"
+            f"{first} were archived. The earliest instant still available is {first}; read from "
+            f"start={predecessor(first)} or later, or set "
+            "hoodie.datasource.read.incr.fallback.fulltablescan.enable=true to read the range "
+            "from the latest snapshot"
         )
     if hi is None:
         hi = range_key(completed[-1], by_completion) if completed else None
@@ -166,7 +182,7 @@ def resolve_range(
         if (lo is None or range_key(i, by_completion) > lo) and range_key(i, by_completion) <= hi
     )
     visible = [i.requested_time for i in completed if range_key(i, by_completion) <= hi]
-    return InstantRange(lo, hi, chosen, by_completion, max(visible) if visible else None)
+    return InstantRange(lo, hi, chosen, by_completion, max(visible) if visible else None, archived)
 
 
 # ---- planning ---------------------------------------------------------------------------------
@@ -253,6 +269,43 @@ class _Planner:
                     plan.changes.append(spec)
         if include_deletes:
             plan.deletes = self._delete_probes(touched)
+        return plan
+
+    def plan_full_scan(self, include_deletes: bool) -> IncrementalPlan:
+        """The fallback for a range that reaches archived instants, whose write stats are gone:
+        every latest file slice of the table (as a snapshot read would merge it), keeping the
+        rows whose ``_hoodie_commit_time`` is in ``(start, end]``.
+
+        What it cannot see, as in Hudi's full-table-scan fallback: a record written in the
+        range and overwritten later comes back only as its latest version, and only if that
+        version was written in the range too; a record deleted later is not returned at all;
+        and deletes cannot be derived.
+        """
+        if include_deletes:
+            raise UnsupportedError(
+                "include_deletes needs the write stats of every instant in the range, and some "
+                "were archived: the full-table-scan fallback cannot derive deletes"
+            )
+        plan = IncrementalPlan(self.rng)
+        if self.rng.end is None:
+            return plan
+        view = FileSystemView(self.storage, self.timeline)
+        partitions = prune_partitions(
+            view.partition_paths,
+            self.filters,
+            self.config.partition_fields,
+            self.config.hive_style_partitioning,
+            self.schema,
+        )
+        bounds: tuple[Filter, ...] = ((COMMIT_TIME, "<=", self.rng.end),)
+        if self.rng.start is not None:
+            bounds = ((COMMIT_TIME, ">", self.rng.start), *bounds)
+        filters = (*self.filters, *bounds)
+        plan.changes = [
+            self._snapshot_spec(sl, None, self.columns, filters)
+            for p in partitions
+            for sl in view.latest_file_slices(p)
+        ]
         return plan
 
     def _touched(self) -> dict[tuple[str, str], _Touched]:
@@ -386,7 +439,10 @@ def plan_incremental(
     schema: pa.Schema | None = None,
 ) -> IncrementalPlan:
     """Plans the reads of an incremental query over ``rng`` (see the module docs)."""
-    return _Planner(storage, timeline, rng, columns, filters, schema).plan(include_deletes)
+    planner = _Planner(storage, timeline, rng, columns, filters, schema)
+    if rng.full_scan:
+        return planner.plan_full_scan(include_deletes)
+    return planner.plan(include_deletes)
 
 
 # ---- tasks ------------------------------------------------------------------------------------
@@ -426,10 +482,13 @@ def read_incremental(
     columns: Sequence[str] | None = None,
     filters: Sequence[Filter] | None = None,
     include_deletes: bool = False,
+    fallback_full_scan: bool = False,
 ) -> pa.Table:
     """The changes of ``(start, end]`` as one table (see the module docs and
     :meth:`shoal.Table.read_incremental`)."""
-    plan = plan_read(storage, timeline, schema, start, end, columns, filters, include_deletes)
+    plan = plan_read(
+        storage, timeline, schema, start, end, columns, filters, include_deletes, fallback_full_scan
+    )
     changed = executor.map(read_slice, [(s, storage) for s in plan.changes])
     deleted = executor.map(read_deleted, [(d, storage) for d in plan.deletes]) if include_deletes else []
     return finish_read(changed, deleted, schema, columns, include_deletes)
@@ -444,15 +503,18 @@ def plan_read(
     columns: Sequence[str] | None,
     filters: Sequence[Filter] | None,
     include_deletes: bool,
+    fallback_full_scan: bool = False,
 ) -> IncrementalPlan:
     """The tasks of an incremental read: ``read_slice`` per change, ``read_deleted`` per probe
-    (the planner every executor shares)."""
+    (the planner every executor shares). ``fallback_full_scan`` answers a range that reaches
+    archived instants from the latest snapshot instead of raising (see
+    ``_Planner.plan_full_scan`` for what that cannot see)."""
     if not timeline.config.populate_meta_fields:
         raise UnsupportedError(
             "incremental reads need _hoodie_commit_time, and this table was written with "
             "hoodie.populate.meta.fields=false"
         )
-    rng = resolve_range(storage, timeline, start, end)
+    rng = resolve_range(storage, timeline, start, end, fallback_full_scan)
     read_columns = _read_columns(columns, include_deletes)
     return plan_incremental(storage, timeline, rng, read_columns, filters, include_deletes, schema)
 

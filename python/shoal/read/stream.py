@@ -12,6 +12,14 @@ every completed instant younger than the oldest pending write (commit, delta com
 commit): a write still in flight, or a failed one awaiting rollback (the next write rolls it back),
 pauses the stream instead of letting it skip records. Version 8 orders by completion time and
 needs no such hold.
+
+A checkpoint older than the active timeline of a table whose older instants were archived is
+treated as an incremental read would treat it: the first change raises InstantNotFoundError
+naming the earliest instant still available, or, with
+``hoodie.datasource.read.incr.fallback.fulltablescan.enable``, carries every row of the latest
+snapshot written after the checkpoint up to its own instant (the full-table-scan fallback, with
+its limits: rows overwritten since come back only as their latest version, deleted ones not at
+all). The changes after it are read from the active timeline as usual.
 """
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ from shoal.index.footer import KeyFooter
 from shoal.index.simple import SimpleIndex
 from shoal.keygen import KeyGenerator
 from shoal.read.mor import MorSliceSpec
+from shoal.services.archive import run_inline_archive
 from shoal.services.clean import run_inline_clean
 from shoal.services.compaction import (
     abort_on_compaction_conflict,
@@ -445,6 +446,7 @@ class Writer:
         if self.merge_on_read:
             run_inline_compaction(self.storage, self.config, self.wc, self.executor)
         run_inline_clean(self.storage, self.config, self.wc, self.executor)
+        run_inline_archive(self.storage, self.config, self.wc)
         return WriteResult(write.instant_time, write.operation, metadata)
 
     def _slice_spec(self, existing: FileSlice, timeline: Timeline, event_time: bool) -> MorSliceSpec:
