@@ -73,7 +73,8 @@ class Harness:
         self.frozen_groups: set[str] = set()
         self.frozen_rows: dict[int, dict] = {}
         self.stale: set[int] = set()
-        self.deleted_in: set[str] = set()  # frozen groups whose new logs hold deletes
+        self.deleted_in: set[int] = set()  # keys deleted in the new logs of frozen groups
+        self.deleted_city: dict[int, str] = {}
 
     def freeze(self, planned: set[str]) -> None:
         """A compaction planning ``planned`` file groups was scheduled (see __init__)."""
@@ -89,7 +90,12 @@ class Harness:
 
     def _row(self, key: int, deleted_city: str | None = None) -> dict:
         self.clock += 1
-        city = deleted_city or self.rows.get(key, {}).get("city") or CITIES[key % 3]
+        city = (
+            deleted_city
+            or self.rows.get(key, {}).get("city")
+            or self.deleted_city.get(key)
+            or CITIES[key % 3]
+        )
         return {"id": key, "city": city, "ts": self.clock, "fare": round(self.rng.uniform(1, 99), 2)}
 
     def insert(self, keys) -> str:
@@ -108,10 +114,10 @@ class Harness:
         batch = [self._row(k) for k in keys]
         t = self.table.upsert(pa.Table.from_pylist(batch, schema=_schema()))
         self.rows.update({r["id"]: r for r in batch})
-        touched = {self.file_id_of.get(k) for k in keys}
-        # A record logged after a delete is written as a rewrite of the slice instead
-        # (write/writer.py), which hudi-rs sees.
-        for group in touched & self.frozen_groups & self.deleted_in:
+        # A record of a key the slice's logs delete is written as a rewrite of the slice
+        # instead (tasks/mor_append.py), which hudi-rs sees.
+        rewritten = {self.file_id_of.get(k) for k in keys if k in self.deleted_in}
+        for group in rewritten & self.frozen_groups:
             self.frozen_groups.discard(group)
             self.stale -= {j for j, g in self.file_id_of.items() if g == group}
         self.stale |= {k for k in keys if self.file_id_of.get(k) in self.frozen_groups}
@@ -120,8 +126,8 @@ class Harness:
     def delete(self, keys) -> str:
         t = self.table.delete(pa.Table.from_pylist([{"id": k, "city": self.rows[k]["city"]} for k in keys]))
         for k in keys:
-            self.rows.pop(k)
-        self.deleted_in |= {self.file_id_of.get(k) for k in keys} & self.frozen_groups
+            self.deleted_city[k] = self.rows.pop(k)["city"]
+        self.deleted_in |= {k for k in keys if self.file_id_of.get(k) in self.frozen_groups}
         self.stale |= {k for k in keys if self.file_id_of.get(k) in self.frozen_groups}
         return t
 
@@ -478,8 +484,13 @@ def test_writes_during_a_pending_compaction(tmp_path):
     group = h.file_id_of[planned_keys[-1]]
     h.delete([k for k in planned_keys if h.file_id_of[k] == group][:3])
     h.check()
-    # A record logged after those deletes would collapse with them: the group's slice is rewritten.
-    h.upsert([k for k in planned_keys if h.file_id_of[k] == group][3:5])
+    # Records of other keys are still appended; a record of a deleted key would collapse with
+    # its delete in the log, so the group's slice is rewritten instead.
+    in_group = [k for k in planned_keys if h.file_id_of[k] == group]
+    h.upsert(in_group[3:5])
+    h.check()
+    assert group in h.frozen_groups
+    h.upsert(in_group[:1])
     h.check()
     assert group not in h.frozen_groups
     assert h.stale, "some planned file groups still have updates only Java-style readers see"

@@ -159,3 +159,19 @@ def test_incremental_read_reports_logged_deletes(tmp_path):
     assert changes.select(["id", "_hoodie_commit_time", "_hoodie_is_deleted"]).to_pylist() == [
         {"id": 3, "_hoodie_commit_time": deleting, "_hoodie_is_deleted": True}
     ]
+
+
+def test_records_of_other_keys_stay_appends_after_a_logged_delete(tmp_path):
+    """Only a key the logs delete needs the rewrite: CDC streams mostly delete keys for good."""
+    t = _table(tmp_path)
+    t.bulk_insert(_rows(range(6), ts=5))
+    t.delete(pa.table({"id": pa.array([1], pa.int64()), "city": ["sf"]}))
+    t.upsert(_rows([2, 3], ts=3))  # late events of other keys: appended, and they lose
+    t.upsert(_rows([4], ts=9, deleted=True))
+    (sl,) = t.file_slices()
+    assert [b.block_type for b in _log_blocks(t)] == ["DELETE_BLOCK", "AVRO_DATA_BLOCK", "DELETE_BLOCK"]
+    assert [(r["id"], r["ts"]) for r in _both_readers(t)] == [(0, 5), (2, 5), (3, 5), (5, 5)]
+    t.upsert(_rows([4], ts=2, deleted=False))  # names a key the logs delete: the slice is rewritten
+    (sl,) = t.file_slices()
+    assert not sl.log_files
+    assert [(r["id"], r["ts"]) for r in _both_readers(t)] == [(0, 5), (2, 5), (3, 5), (4, 2), (5, 5)]

@@ -18,7 +18,7 @@ from shoal import _native
 from shoal.fs.markers import create_marker
 from shoal.fs.naming import LOG_BASE_VERSION, log_file_name, write_token
 from shoal.fs.storage import Storage
-from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_UPSERT
+from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_UPSERT, CowWriteSpec
 from shoal.timeline.commit_metadata import WriteStat
 from shoal.write.base_file import avro_schema_for, with_meta_columns
 
@@ -46,6 +46,9 @@ class LogAppendSpec:
     # The Avro schema (meta fields included) for the SCHEMA header of a delete block when the
     # records carry no data columns (the delete operation).
     table_schema: str | None = None
+    # The slice rewrite to run instead when a record (or ordered delete) names a key that the
+    # slice's logs delete: see ``names_a_logged_delete``.
+    rewrite_if_key_deleted: CowWriteSpec | None = None
     # With ``attempt``, names the write attempt in a new log file's write token.
     stage_id: int = 0
     # Append to the current log file when it has room. Executors that may run a task twice
@@ -147,3 +150,33 @@ def _delete_blocks(deletes: pa.Table, spec: LogAppendSpec, schema: str | None) -
             )
         )
     return blocks
+
+
+def names_a_logged_delete(rewrite: CowWriteSpec, records: pa.Table, storage: Storage | None = None) -> bool:
+    """Whether a record or ``_hoodie_is_deleted`` delete among ``records`` names a key that a
+    committed delete block in the slice's logs deletes.
+
+    Hudi's readers collapse a key's log entries before the base record competes, so such an
+    entry logged after the delete collapses to a version that can lose against the deleted base
+    record under event-time ordering, and bring it back. Those slices are rewritten instead."""
+    old = rewrite.old_slice
+    if old is None:
+        return False
+    ordered = records.filter(pc.not_equal(records.column(OP_COLUMN), OP_HARD_DELETE)).column(RECORD_KEY)
+    if len(ordered) == 0:
+        return False
+    storage = storage or Storage(old.base_uri)
+    committed = set(old.completed_instants)
+    deleted: list[pa.Array] = []
+    for path in old.log_file_paths:
+        with storage.open_input_file(path) as f:
+            blocks = _native.read_log_blocks(f.read())
+        deleted += [
+            b.deletes().column("record_key")
+            for b in blocks
+            if b.block_type == "DELETE_BLOCK" and b.instant_time in committed
+        ]
+    if not deleted:
+        return False
+    keys = pa.chunked_array(deleted, pa.string()).combine_chunks()
+    return bool(pc.any(pc.is_in(ordered, value_set=keys)).as_py())

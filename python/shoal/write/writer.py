@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
@@ -63,7 +64,7 @@ from shoal.tasks.cow_write import (
     CowWriteSpec,
     run_cow_write,
 )
-from shoal.tasks.mor_append import LogAppendSpec, run_log_append
+from shoal.tasks.mor_append import LogAppendSpec, names_a_logged_delete, run_log_append
 from shoal.timeline.commit_metadata import NULL_COMMIT, CommitMetadata, WriteStat
 from shoal.timeline.instant import Action, Instant
 from shoal.timeline.lock import WRITE, table_lock
@@ -392,20 +393,31 @@ class Writer:
         bucket = write.assignment.buckets[bucket_idx]
         existing: FileSlice | None = bucket.existing
         if mor and existing is not None and bucket.inserts == 0:
+            target = slice_for_new_logs(existing, write.pending_compactions)
+            append = self._log_spec(write.instant_time, task_id, target, write.log_schema)
             # Hudi's readers collapse a key's log entries before the base record competes:
             # under event-time ordering, a record or an ordered delete logged after a delete
             # of its key collapses to a version that can lose to the deleted base record and
-            # bring it back. Slices whose logs hold deletes are rewritten instead.
+            # bring it back. The task rewrites the slice instead when its records name a key
+            # the slice's logs delete (tasks/mor_append.py); only slices whose logs hold
+            # deletes need the check.
             if event_time and existing.log_files and has_ordered_entries:
                 if write.deleted_logs is None:
                     write.deleted_logs = log_files_with_deletes(timeline)
-                deleted_logs = write.deleted_logs
-                rewrite = any((existing.partition_path, lf.name) in deleted_logs for lf in existing.log_files)
-            else:
-                rewrite = False
-            if not rewrite:
-                target = slice_for_new_logs(existing, write.pending_compactions)
-                return self._log_spec(write.instant_time, task_id, target, write.log_schema)
+                here = existing.partition_path
+                if any((here, lf.name) in write.deleted_logs for lf in existing.log_files):
+                    rewrite = self._rewrite_spec(write, bucket_idx, task_id)
+                    return dataclasses.replace(append, rewrite_if_key_deleted=rewrite)
+            return append
+        return self._rewrite_spec(write, bucket_idx, task_id)
+
+    def _rewrite_spec(self, write: PendingWrite, bucket_idx: int, task_id: int) -> CowWriteSpec:
+        """A new base file for the bucket: new records, or the slice merged with its records."""
+        mor = self.merge_on_read
+        timeline = write.timeline
+        event_time = self.config.merge_ordering == MergeOrdering.EVENT_TIME
+        bucket = write.assignment.buckets[bucket_idx]
+        existing: FileSlice | None = bucket.existing
         old_base = existing.base_file.path if existing is not None and existing.base_file else None
         old_slice = None
         if mor and existing is not None and existing.log_files:
@@ -571,7 +583,10 @@ def run_write_task(
 ) -> WriteStat:
     """Runs the write task ``spec`` names (one executor job for base files and log appends)."""
     if isinstance(spec, LogAppendSpec):
-        return run_log_append(spec, records, storage)
+        rewrite = spec.rewrite_if_key_deleted
+        if rewrite is None or not names_a_logged_delete(rewrite, records, storage):
+            return run_log_append(spec, records, storage)
+        spec = rewrite
     return run_cow_write(spec, records, storage)
 
 
