@@ -85,6 +85,52 @@ def _rollback(args: argparse.Namespace) -> int:
     return 0
 
 
+def _clean(args: argparse.Namespace) -> int:
+    t = shoal.Table(args.path)
+    options = {}
+    if args.policy:
+        options["hoodie.cleaner.policy"] = args.policy
+    if args.retain_commits is not None:
+        options["hoodie.cleaner.commits.retained"] = str(args.retain_commits)
+    if args.retain_versions is not None:
+        options["hoodie.cleaner.fileversions.retained"] = str(args.retain_versions)
+    if args.retain_hours is not None:
+        options["hoodie.cleaner.hours.retained"] = str(args.retain_hours)
+    done = t.clean(options=options)
+    if not done:
+        console.print("nothing to clean")
+    for instant in done:
+        console.print(f"clean {instant} completed")
+    return 0
+
+
+def _savepoint(args: argparse.Namespace) -> int:
+    t = shoal.Table(args.path)
+    if args.delete:
+        if args.instant is None:
+            console.print("[red]--delete needs the savepoint instant[/]")
+            return 2
+        t.delete_savepoint(args.instant)
+        console.print(f"deleted savepoint {args.instant}")
+        return 0
+    instant = t.savepoint(args.instant, comment=args.comment)
+    console.print(f"savepointed {instant}")
+    return 0
+
+
+def _savepoints(args: argparse.Namespace) -> int:
+    for instant in shoal.Table(args.path).savepoints():
+        console.print(instant)
+    return 0
+
+
+def _restore(args: argparse.Namespace) -> int:
+    t = shoal.Table(args.path)
+    instant = t.restore(args.instant)
+    console.print(f"restored to savepoint {args.instant} as restore instant {instant}")
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from shoal.demo import main as demo_main
 
@@ -115,6 +161,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p.add_argument("--instant", default=None, help="must be the latest commit")
     p.set_defaults(fn=_rollback)
+    p = sub.add_parser("clean", help="remove file slices the cleaner policy no longer retains")
+    p.add_argument("path")
+    p.add_argument(
+        "--policy",
+        default=None,
+        choices=["KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS"],
+    )
+    p.add_argument("--retain-commits", type=int, default=None, help="hoodie.cleaner.commits.retained")
+    p.add_argument("--retain-versions", type=int, default=None, help="hoodie.cleaner.fileversions.retained")
+    p.add_argument("--retain-hours", type=int, default=None, help="hoodie.cleaner.hours.retained")
+    p.set_defaults(fn=_clean)
+    p = sub.add_parser("savepoint", help="savepoint a commit (default: the latest), or delete one")
+    p.add_argument("path")
+    p.add_argument("instant", nargs="?", default=None)
+    p.add_argument("--comment", default="")
+    p.add_argument("--delete", action="store_true", help="delete the savepoint at the instant")
+    p.set_defaults(fn=_savepoint)
+    p = sub.add_parser("savepoints", help="list the savepoints")
+    p.add_argument("path")
+    p.set_defaults(fn=_savepoints)
+    p = sub.add_parser("restore", help="roll the table back to a savepoint")
+    p.add_argument("path")
+    p.add_argument("instant")
+    p.set_defaults(fn=_restore)
     p = sub.add_parser("demo", help="run the demo pipeline")
     p.add_argument("path", nargs="?", default=None)
     p.set_defaults(fn=_demo)

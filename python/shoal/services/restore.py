@@ -9,10 +9,11 @@ instants it made, which Hudi also does once the restore is complete. Cleans and 
 stay: they removed nothing S needs (the savepoint pinned its file slices).
 
 A completed write's markers are gone, so its rollback gets them back from its commit metadata:
-a base file it created or merged is deleted, a log file it appended to is cut back to the size
-the write found (``logOffset`` of the delta write stat; 0 means the write created the file, which
-is deleted). Rolled back newest first, every log file ends as it was at S. A completed compaction
-is reverted to inflight first, then rolled back as a failed attempt, then its plan is removed.
+a base file it created or merged is deleted, and so is a log file it created (``logOffset`` 0 in
+its delta write stat); its appends to an existing log file (from ``logOffset`` on) are
+neutralised as rollback.py does for failed writes, with a ROLLBACK command block. Rolled back
+newest first, every log file reads as it did at S. A completed compaction is reverted to
+inflight first, then rolled back as a failed attempt, then its plan is removed.
 
 A restore that crashed stays pending; the next ``restore`` (or :func:`finish_pending_restores`)
 resumes it from its plan, skipping instants already rolled back.
@@ -54,7 +55,7 @@ def restore(
     instant. Writers and compaction runners of this process wait meanwhile."""
     check_version(config, "restore")
     with table_lock(storage, WRITE), table_lock(storage, COMPACTION):
-        finish_pending_restores(storage, config)
+        resumed = finish_pending_restores(storage, config)
         # A clean planned before the restore may hold slices the restore makes latest again.
         run_pending_cleans(storage, config, executor)
         timeline = Timeline.load(storage, config)
@@ -69,6 +70,9 @@ def restore(
                 f"savepoints after {savepoint_time} exist ({', '.join(later)}): delete them first"
             )
         targets = instants_to_roll_back(timeline, savepoint_time)
+        if not targets and savepoint_time in resumed.values():
+            # The crashed restore to this savepoint, now finished, did it all.
+            return max(t for t, s in resumed.items() if s == savepoint_time)
         for inst in targets:
             if inst.is_completed and inst.action != Action.COMPACTION:
                 _replay_markers(storage, timeline, inst, check_only=True)
@@ -96,10 +100,11 @@ def instants_to_roll_back(timeline: Timeline, savepoint_time: str) -> list[Insta
     return [i for i in reversed(after) if i.action in _RESTORED_ACTIONS]
 
 
-def finish_pending_restores(storage: Storage, config: TableConfig) -> list[str]:
-    """Completes every restore a crash left requested or inflight; returns their instants."""
+def finish_pending_restores(storage: Storage, config: TableConfig) -> dict[str, str]:
+    """Completes every restore a crash left requested or inflight; returns restore instant ->
+    the savepoint it restored."""
     with table_lock(storage, WRITE), table_lock(storage, COMPACTION):
-        done = []
+        done = {}
         for inst in Timeline.load(storage, config).pending():
             if inst.action != Action.RESTORE:
                 continue
@@ -107,7 +112,7 @@ def finish_pending_restores(storage: Storage, config: TableConfig) -> list[str]:
             timeline = Timeline.load(storage, config)
             plan = decode_record(timeline.read_instant(requested), f"restore plan {inst.requested_time}")
             _execute(storage, config, inst, plan)
-            done.append(inst.requested_time)
+            done[inst.requested_time] = plan.get("savepointToRestoreTimestamp") or ""
         return done
 
 
@@ -182,7 +187,7 @@ def _roll_back_compaction(storage: Storage, timeline: Timeline, target: Instant)
 
 def _replay_markers(storage: Storage, timeline: Timeline, target: Instant, check_only: bool) -> None:
     """Writes the markers a completed instant had (deleted at its commit) from its write stats,
-    so that its rollback deletes what it created and cuts its log appends off. With
+    so that its rollback deletes what it created and neutralises its log appends. With
     ``check_only``, only checks that this is possible."""
     meta = timeline.commit_metadata(target)
     marked = {path for path, _ in list_marked_files(storage, target.requested_time)}
@@ -196,7 +201,7 @@ def _replay_markers(storage: Storage, timeline: Timeline, target: Instant, check
                     f"cannot restore over {target}: its write stat for {stat.path} has no log offset"
                 )
             if stat.logOffset > 0 and not storage.is_local:
-                raise UnsupportedError(f"cannot cut log appends back on this storage ({stat.path})")
+                raise UnsupportedError(f"cannot roll back log appends on this storage ({stat.path})")
         if check_only:
             continue
         if is_log:

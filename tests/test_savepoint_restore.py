@@ -1,0 +1,305 @@
+"""Savepoints pin file slices against the cleaner; restore rolls a table back to a savepoint."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import fastavro
+import pyarrow as pa
+import pytest
+
+import shoal
+from shoal.cli.main import main as cli_main
+from shoal.fs.naming import parse_base_file_name, parse_log_file_name
+from shoal.services import restore as restore_mod
+from shoal.services.clean import CleanedInstantError
+from shoal.timeline.instant import Action
+from shoal.timeline.timeline import Timeline
+
+from .hudi_oracle import hudi_rs_read, rows_by
+
+SCHEMAS = Path(shoal.__file__).parent / "schemas"
+COLUMNS = ["id", "part", "ts", "v"]
+NO_AUTO_CLEAN = {"hoodie.clean.automatic": "false"}
+
+
+def _batch(i: int) -> list[dict]:
+    keys = sorted({i % 5, (i + 3) % 5, 50 + i})
+    return [{"id": k, "part": f"p{k % 2}", "ts": i, "v": f"v{k}-{i}"} for k in keys]
+
+
+class Built:
+    """A table and the rows expected after each of its writes."""
+
+    def __init__(self, path: Path, table_type: str) -> None:
+        self.t = shoal.Table.create(
+            str(path),
+            name="t",
+            table_type=table_type,
+            record_key="id",
+            partition_by="part",
+            ordering_field="ts",
+            options=NO_AUTO_CLEAN,
+        )
+        self.rows: dict[int, dict] = {}
+        self.as_of: dict[str, list[dict]] = {}
+        self.i = 0
+
+    def write(self, n: int = 1) -> str:
+        for _ in range(n):
+            batch = _batch(self.i)
+            self.i += 1
+            instant = self.t.upsert(pa.Table.from_pylist(batch))
+            self.rows.update({r["id"]: r for r in batch})
+            self.as_of[instant] = self.expected()
+        return instant
+
+    def expected(self) -> list[dict]:
+        return sorted(self.rows.values(), key=lambda r: r["id"])
+
+
+def _rows(table: pa.Table) -> list[dict]:
+    return rows_by(table, COLUMNS, ["id"])
+
+
+def _data_files(path: str) -> dict[str, bytes]:
+    out = {}
+    for root, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if d != ".hoodie"]
+        for f in files:
+            out[os.path.relpath(os.path.join(root, f), path)] = Path(root, f).read_bytes()
+    return out
+
+
+def _read_avro(path: str, name: str, schema: str) -> dict:
+    data = (Path(path) / ".hoodie" / name).read_bytes()
+    reader_schema = fastavro.parse_schema(json.loads((SCHEMAS / f"{schema}.avsc").read_text()))
+    (record,) = list(fastavro.reader(io.BytesIO(data), reader_schema=reader_schema))
+    return record
+
+
+def _latest_files_as_of(path: str, instant: str) -> dict[str, set[str]]:
+    """Per partition, the names of the files of every file group's latest slice as of
+    ``instant``, from the file names alone."""
+    bases: dict[tuple[str, str], str] = {}
+    names = [f.rsplit("/", 1) for f in _data_files(path)]
+    for partition, name in names:
+        parsed = parse_base_file_name(name)
+        if parsed is not None and parsed.instant_time <= instant:
+            key = (partition, parsed.file_id)
+            bases[key] = max(bases.get(key, ""), parsed.instant_time)
+    out: dict[str, set[str]] = {}
+    for partition, name in names:
+        parsed = parse_base_file_name(name) or parse_log_file_name(name)
+        if parsed is not None and bases.get((partition, parsed.file_id)) == parsed.instant_time:
+            out.setdefault(partition, set()).add(name)
+    return out
+
+
+# ---- savepoints ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_savepointed_slices_survive_clean(tmp_path, table_type):
+    b = Built(tmp_path / "t", table_type)
+    b.write(2)
+    pinned = b.write()
+    expected_files = _latest_files_as_of(b.t.path, pinned)
+    assert b.t.savepoint(pinned, user="ops", comment="before the backfill") == pinned
+    b.write(4)
+    if table_type == "MERGE_ON_READ":
+        b.t.compact()
+        b.write(2)
+    early = min(b.as_of)
+    assert b.t.clean(options={"hoodie.cleaner.commits.retained": "1"})
+    meta = _read_avro(b.t.path, f"{pinned}.savepoint", "HoodieSavepointMetadata.v6.writer")
+    assert meta["savepointedBy"] == "ops" and meta["comments"] == "before the backfill"
+    assert meta["version"] == 1 and meta["savepointedAt"] > 0
+    listed = {p: set(m["savepointDataFile"]) for p, m in meta["partitionMetadata"].items()}
+    assert listed == expected_files
+    on_disk = {tuple(f.rsplit("/", 1)) for f in _data_files(b.t.path)}
+    assert {(p, n) for p, names in listed.items() for n in names} <= on_disk
+    assert _rows(b.t.read(as_of=pinned)) == b.as_of[pinned]
+    assert _rows(hudi_rs_read(b.t.path, as_of=pinned)) == b.as_of[pinned]
+    with pytest.raises(CleanedInstantError, match="savepointed instants stay readable"):
+        b.t.read(as_of=early)
+    assert b.t.savepoints() == [pinned]
+    assert _rows(b.t.read()) == b.expected()
+    assert _rows(hudi_rs_read(b.t.path)) == b.expected()
+    # Without the savepoint, the next clean takes the slices it kept.
+    b.t.delete_savepoint(pinned)
+    assert b.t.savepoints() == []
+    assert not any(".savepoint" in n for n in os.listdir(Path(b.t.path) / ".hoodie"))
+    assert b.t.clean(options={"hoodie.cleaner.commits.retained": "1"})
+    with pytest.raises(CleanedInstantError):
+        b.t.read(as_of=pinned)
+    assert _rows(b.t.read()) == b.expected()
+
+
+def test_savepoint_refusals(tmp_path):
+    b = Built(tmp_path / "t", "COPY_ON_WRITE")
+    first = b.write()
+    b.write(4)
+    with pytest.raises(shoal.InstantNotFoundError):
+        b.t.savepoint("20200101000000000")
+    sp = b.t.savepoint()
+    assert sp == max(b.as_of)
+    with pytest.raises(shoal.InvalidArgumentError, match="savepointed already"):
+        b.t.savepoint(sp)
+    with pytest.raises(shoal.InstantNotFoundError):
+        b.t.delete_savepoint(first)
+    b.t.clean(options={"hoodie.cleaner.commits.retained": "1"})
+    hoodie = sorted(os.listdir(Path(b.t.path) / ".hoodie"))
+    with pytest.raises(CleanedInstantError):
+        b.t.savepoint(first)
+    assert sorted(os.listdir(Path(b.t.path) / ".hoodie")) == hoodie
+    # The savepoint does not hide the commit it shares its time with.
+    assert [e.action for e in b.t.timeline if e.time == sp] == ["commit", "savepoint"]
+    assert b.t.latest_instant() == sp
+
+
+# ---- restore -------------------------------------------------------------------------------
+
+
+def _fail_next_commit(monkeypatch) -> None:
+    """The next write dies after writing its files, before its commit is published."""
+    real = Timeline.complete
+
+    def complete(self, instant, content):
+        if instant.action in (Action.COMMIT, Action.DELTA_COMMIT):
+            raise OSError("killed before the commit")
+        return real(self, instant, content)
+
+    monkeypatch.setattr(Timeline, "complete", complete)
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_restore_to_a_savepoint(tmp_path, table_type, monkeypatch):
+    mor = table_type == "MERGE_ON_READ"
+    b = Built(tmp_path / "t", table_type)
+    b.write(3)
+    sp = b.t.savepoint()
+    files_at_savepoint = _data_files(b.t.path)
+    b.write(2)
+    if mor:
+        assert b.t.compact()
+        b.write(1)
+        assert b.t.schedule_compaction() is not None
+        b.write(1)
+    b.t.clean(options={"hoodie.cleaner.commits.retained": "1"})
+    with monkeypatch.context() as m:
+        _fail_next_commit(m)
+        with pytest.raises(OSError, match="killed"):
+            b.t.upsert(pa.Table.from_pylist(_batch(99)))
+    timeline = Timeline.load(b.t.storage, b.t.config)
+    after = restore_mod.instants_to_roll_back(timeline, sp)[::-1]
+    assert any(not i.is_completed for i in after)
+    if mor:
+        assert any(i.action == Action.COMPACTION and i.is_completed for i in after)
+        assert any(i.action == Action.COMPACTION and not i.is_completed for i in after)
+
+    restored = b.t.restore(sp)
+
+    assert _rows(b.t.read()) == b.as_of[sp]
+    assert _rows(hudi_rs_read(b.t.path)) == b.as_of[sp]
+    # Every file written after the savepoint is gone, base files are as they were, and log files
+    # start with the bytes they had (what later writes appended is neutralised by ROLLBACK command
+    # blocks). The clean took older slices, never the savepointed ones.
+    files = _data_files(b.t.path)
+    assert set(files) <= set(files_at_savepoint)
+    for name, data in files.items():
+        if name.rsplit("/", 1)[1].startswith(".") and ".log." in name:
+            assert data.startswith(files_at_savepoint[name])
+        else:
+            assert data == files_at_savepoint[name]
+    pinned = _read_avro(b.t.path, f"{sp}.savepoint", "HoodieSavepointMetadata.v6.writer")
+    by_partition = pinned["partitionMetadata"].items()
+    assert {f"{p}/{n}" for p, m in by_partition for n in m["savepointDataFile"]} <= set(files)
+    now = Timeline.load(b.t.storage, b.t.config)
+    assert [i.action.value for i in now.instants if i.requested_time > sp] == ["clean", "restore"]
+    plan = _read_avro(b.t.path, f"{restored}.restore.requested", "HoodieRestorePlan.v6.writer")
+    assert plan["savepointToRestoreTimestamp"] == sp
+    expected_infos = [
+        {
+            "commitTime": i.requested_time,
+            "action": "commit" if i.action == Action.COMPACTION and i.is_completed else i.action.value,
+        }
+        for i in reversed(after)
+    ]
+    assert plan["instantsToRollback"] == expected_infos
+    meta = _read_avro(b.t.path, f"{restored}.restore", "HoodieRestoreMetadata.v6.writer")
+    assert meta["instantsToRollback"] == [i["commitTime"] for i in expected_infos]
+    assert meta["restoreInstantInfo"] == expected_infos
+    assert set(meta["hoodieRestoreMetadata"]) == {i["commitTime"] for i in expected_infos}
+    for t, rollbacks in meta["hoodieRestoreMetadata"].items():
+        assert [r["commitsRollback"] for r in rollbacks] == [[t]]
+
+    # The table takes writes again, and time travel to the savepoint still works.
+    b.rows = {r["id"]: r for r in b.as_of[sp]}
+    b.write(2)
+    assert _rows(b.t.read()) == b.expected()
+    assert _rows(hudi_rs_read(b.t.path)) == b.expected()
+    assert _rows(b.t.read(as_of=sp)) == b.as_of[sp]
+
+
+def test_restore_refusals(tmp_path):
+    b = Built(tmp_path / "t", "COPY_ON_WRITE")
+    first = b.write()
+    b.t.savepoint(first)
+    second = b.write()
+    b.t.savepoint(second)
+    b.write()
+    hoodie = sorted(os.listdir(Path(b.t.path) / ".hoodie"))
+    with pytest.raises(shoal.InvalidArgumentError, match="delete them first"):
+        b.t.restore(first)
+    with pytest.raises(shoal.InstantNotFoundError, match="no savepoint"):
+        b.t.restore(max(b.as_of))
+    assert sorted(os.listdir(Path(b.t.path) / ".hoodie")) == hoodie
+    b.t.delete_savepoint(second)
+    b.t.restore(first)
+    assert _rows(b.t.read()) == b.as_of[first]
+
+
+def test_a_crashed_restore_is_finished_by_the_next(tmp_path, monkeypatch):
+    b = Built(tmp_path / "t", "MERGE_ON_READ")
+    b.write(2)
+    sp = b.t.savepoint()
+    b.write(3)
+    real = restore_mod._roll_back
+    calls = []
+
+    def crash_on_second(*args):
+        if calls:
+            raise OSError("killed mid-restore")
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(restore_mod, "_roll_back", crash_on_second)
+    with pytest.raises(OSError, match="mid-restore"):
+        b.t.restore(sp)
+    monkeypatch.setattr(restore_mod, "_roll_back", real)
+    pending = [i for i in b.t.instants() if i.action == Action.RESTORE]
+    assert [i.is_completed for i in pending] == [False]
+    b.t.restore(sp)
+    done = [i for i in b.t.instants() if i.action == Action.RESTORE]
+    assert [(i.requested_time, i.is_completed) for i in done] == [(pending[0].requested_time, True)]
+    assert not any(i.action == Action.ROLLBACK for i in b.t.instants())
+    assert _rows(b.t.read()) == b.as_of[sp]
+    assert _rows(hudi_rs_read(b.t.path)) == b.as_of[sp]
+
+
+def test_cli_clean_savepoint_restore(tmp_path, capsys):
+    b = Built(tmp_path / "t", "COPY_ON_WRITE")
+    first = b.write()
+    b.write(3)
+    assert cli_main(["savepoint", b.t.path, first]) == 0
+    assert cli_main(["savepoints", b.t.path]) == 0
+    assert first in capsys.readouterr().out
+    assert cli_main(["clean", b.t.path, "--retain-commits", "1"]) == 0
+    assert "clean" in capsys.readouterr().out
+    assert cli_main(["restore", b.t.path, first]) == 0
+    assert _rows(b.t.read()) == b.as_of[first]
+    assert cli_main(["restore", b.t.path, "20200101000000000"]) == 2
