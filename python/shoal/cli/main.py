@@ -1,4 +1,5 @@
-"""``shoal <command> <table path>``: table info, timeline, file slices, rows, rollback, demo."""
+"""``shoal <command> <table path>``: table info, timeline (active or archived), file slices, rows,
+archive, rollback, demo."""
 
 from __future__ import annotations
 
@@ -38,12 +39,38 @@ def _info(args: argparse.Namespace) -> int:
 
 def _timeline(args: argparse.Namespace) -> int:
     t = shoal.Table(args.path)
+    if args.archived:
+        archived = t.archived_timeline
+        out = RichTable(title="archived timeline")
+        for col in ("instant", "action", "state", "state transition time"):
+            out.add_column(col)
+        for inst in archived.instants:
+            when = archived.state_transition_time(inst.requested_time) if inst.is_completed else None
+            out.add_row(inst.requested_time, inst.action.value, inst.state.name, when or "")
+        console.print(out)
+        return 0
     out = RichTable(title="timeline")
     for col in ("instant", "action", "state", "completed at"):
         out.add_column(col)
     for inst in t.instants():
         out.add_row(inst.requested_time, inst.action.value, inst.state.name, inst.completion_time or "")
     console.print(out)
+    return 0
+
+
+def _archive(args: argparse.Namespace) -> int:
+    t = shoal.Table(args.path)
+    result = t.archive()
+    if result.recovered_merge:
+        console.print(f"archive merge left by a crash: {result.recovered_merge}")
+    if not result.archived:
+        console.print("nothing to archive")
+    for inst in result.archived:
+        console.print(f"archived {inst.requested_time} {inst.action.value}")
+    for path in result.archive_files:
+        console.print(f"wrote {path}")
+    if result.merged_file:
+        console.print(f"merged small archive files into {result.merged_file}")
     return 0
 
 
@@ -145,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=_info)
     p = sub.add_parser("timeline", help="every instant on the active timeline")
     p.add_argument("path")
+    p.add_argument("--archived", action="store_true", help="the archived timeline instead")
     p.set_defaults(fn=_timeline)
     p = sub.add_parser("files", help="latest file slice of every file group")
     p.add_argument("path")
@@ -157,6 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--as-of", default=None)
     p.add_argument("--query-type", default="snapshot", choices=["snapshot", "read_optimized"])
     p.set_defaults(fn=_show)
+    p = sub.add_parser("archive", help="archive old instants (hoodie.keep.min/max.commits)")
+    p.add_argument("path")
+    p.set_defaults(fn=_archive)
     p = sub.add_parser("rollback", help="roll back the latest commit")
     p.add_argument("path")
     p.add_argument("--instant", default=None, help="must be the latest commit")

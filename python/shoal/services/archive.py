@@ -592,20 +592,41 @@ def recover_merge(storage: Storage, table_config: TableConfig) -> str | None:
 
 
 class ArchiveJob:
-    """An archival running on a background thread."""
+    """An archival running on a background thread. A request that arrives while it runs
+    (a commit finished meanwhile) makes it run once more before it ends, so no commit's
+    archival is skipped; its result then covers every run."""
 
     def __init__(self, run: Callable[[], ArchiveResult]) -> None:
         self._run = run
-        self._result: ArchiveResult | None = None
+        self._result = ArchiveResult()
         self._error: BaseException | None = None
+        self._again = False
+        self._finished = False
         self._thread = threading.Thread(target=self._main, name="shoal-archive", daemon=False)
 
     def _main(self) -> None:
         try:
-            self._result = self._run()
+            while True:
+                with _jobs_lock:
+                    self._again = False
+                self._add(self._run())
+                with _jobs_lock:
+                    if not self._again:
+                        self._finished = True
+                        return
         except BaseException as e:  # handed to whoever waits for the job
             log.exception("asynchronous archival failed")
             self._error = e
+            with _jobs_lock:
+                self._finished = True
+
+    def _add(self, run: ArchiveResult) -> None:
+        r = self._result
+        r.archived += run.archived
+        r.archive_files += run.archive_files
+        r.already_archived += run.already_archived
+        r.merged_file = run.merged_file or r.merged_file
+        r.recovered_merge = run.recovered_merge or r.recovered_merge
 
     def start(self) -> ArchiveJob:
         self._thread.start()
@@ -621,7 +642,6 @@ class ArchiveJob:
             raise TimeoutError("the archival is still running")
         if self._error is not None:
             raise self._error
-        assert self._result is not None
         return self._result
 
 
@@ -630,14 +650,17 @@ _jobs_lock = threading.Lock()
 
 
 def archive_async(storage: Storage, table_config: TableConfig, write_config: WriteConfig) -> ArchiveJob:
-    """Starts an archival on a background thread, or returns the one still running for this
-    table. It takes the table's write lock, so it runs between writes, never inside one."""
+    """Starts an archival on a background thread; while one runs for this table, asks it to
+    run once more instead. It takes the table's write lock, so it runs between writes, never
+    inside one."""
     key = storage.full_path("")
     with _jobs_lock:
         job = _jobs.get(key)
-        if job is None or job.done():
-            job = _jobs[key] = ArchiveJob(lambda: archive(storage, table_config, write_config)).start()
-        return job
+        if job is not None and not job._finished:
+            job._again = True
+            return job
+        job = _jobs[key] = ArchiveJob(lambda: archive(storage, table_config, write_config))
+    return job.start()
 
 
 def latest_archive_job(storage: Storage) -> ArchiveJob | None:

@@ -9,11 +9,12 @@ carry only a ``SCHEMA`` header, as Hudi's archiver writes them.
 
 The entry schema (``schemas/HoodieArchivedMetaEntry.avsc``) follows Hudi 0.14's field list
 (with ``HoodieInflightReplaceMetadata``, ``hoodieIndexCommitMetadata`` and
-``stateTransitionTime``). Its nested records are the writer schemas Hudi itself wrote to the
-fixtures (``HoodieCommitMetadata``/``HoodieWriteStat`` and ``HoodieCompactionPlan`` of 1.0,
-``HoodieRollbackMetadata`` and ``HoodieRequestedReplaceMetadata`` of 0.14/0.15) or, where no
-fixture has one, the avsc of apache/hudi: every field Java's reader lacks is ignored and every
-field it has but we lack has a default, so Avro resolution reads them either way.
+``stateTransitionTime``). Its nested records are the writer schemas Hudi itself writes
+(``HoodieCommitMetadata``/``HoodieWriteStat`` and ``HoodieCompactionPlan`` of 1.0;
+``HoodieRollbackMetadata``, ``HoodieRequestedReplaceMetadata``, ``HoodieCleanMetadata``,
+``HoodieCleanerPlan`` and ``HoodieSavepointMetadata`` of 0.14/0.15) or, for the rest, the avsc
+of apache/hudi: every field Java's reader lacks is ignored and every field it has but we lack
+has a default, so Avro resolution reads them either way.
 
 Readers decode each block with its own ``SCHEMA`` header, so archives written by Hudi (any
 0.x version) read the same way. An instant can be in the archive and still on the active
