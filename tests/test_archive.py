@@ -663,3 +663,45 @@ def test_cli_archive_and_archived_timeline(tmp_path, capsys):
     assert out.count("COMPLETED") == 12
     assert main(["archive", t.path]) == 0
     assert "nothing to archive" in capsys.readouterr().out
+
+
+# ---- instants written by Apache Hudi ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fixture", ["cow_v6_simplekeygen_nonhivestyle_overwritetable", "mor_parquet_v6_nonpartitioned_rollback"]
+)
+def test_instants_written_by_hudi_are_archived(fixture_table, fixture):
+    root = fixture_table(fixture)
+    t = shoal.Table(root, options={**OPTS, "hoodie.clean.automatic": "true"})
+    java_instants = {i.requested_time: i.action for i in _timeline(t).completed_data_instants()}
+    java_metadata = {
+        ts: json.loads((_hoodie(t) / f"{ts}.{a.value}").read_bytes()) for ts, a in java_instants.items()
+    }
+    data = t.read()
+    data = data.select([c for c in data.column_names if not c.startswith("_hoodie_")])
+    for _ in range(4):
+        t.upsert(data)
+    before = hudi_rs_read(str(root))
+
+    archived = {i.requested_time for i in t.archive().archived}
+
+    assert archived & set(java_instants)
+    after = hudi_rs_read(str(root))
+    key = ["_hoodie_record_key"]
+    assert rows_by(after, after.column_names, key) == rows_by(before, before.column_names, key)
+    mine = shoal.Table(root).read()
+    columns = [*key, "_hoodie_commit_time"]
+    assert rows_by(mine, columns, key) == rows_by(after, columns, key)
+    archived_tl = t.archived_timeline
+    for ts in archived & set(java_instants):
+        got = archived_tl.metadata(ts)
+        source = java_metadata[ts]
+        assert got["operationType"] == source["operationType"]
+        assert got.get("partitionToReplaceFileIds") == source.get("partitionToReplaceFileIds")
+        for partition, stats in source["partitionToWriteStats"].items():
+            assert [s["fileId"] for s in got["partitionToWriteStats"][partition]] == [
+                s["fileId"] for s in stats
+            ]
+            assert [s["path"] for s in got["partitionToWriteStats"][partition]] == [s["path"] for s in stats]
+    assert {e["commitTime"] for e in _independent_entries(t)} >= archived
