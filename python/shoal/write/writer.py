@@ -586,7 +586,8 @@ def run_write_task(
         rewrite = spec.rewrite_if_key_deleted
         if rewrite is None or not names_a_logged_delete(rewrite, records, storage):
             return run_log_append(spec, records, storage)
-        spec = rewrite
+        # The rewrite is this attempt's too: its file carries the attempt's write token.
+        spec = dataclasses.replace(rewrite, stage_id=spec.stage_id, attempt=spec.attempt)
     return run_cow_write(spec, records, storage)
 
 

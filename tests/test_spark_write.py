@@ -1,0 +1,259 @@
+"""Spark writes (shoal.spark.write): the same random operation sequence written by the local
+writer and by Spark gives the same table, equal to a model and to what hudi-rs reads; a failed
+write task attempt leaves neither duplicate rows nor files behind; options and bad input."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("pyspark")
+
+import shoal
+from shoal.errors import InvalidOptionError, InvalidRecordKeyError, SchemaMismatchError
+from shoal.fs.naming import parse_base_file_name, parse_log_file_name
+from shoal.spark.write import _write
+from shoal.spark.write import write as spark_write
+from shoal.timeline.timeline import Timeline
+from tests.hudi_oracle import hudi_rs_read, rows_by
+from tests.test_table_model import USER_COLUMNS, Model
+
+CITIES = ["sf", "nyc", "chennai"]
+SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("city", pa.string()),
+        ("ts", pa.int64()),
+        ("fare", pa.float64()),
+        ("rider", pa.string()),
+        ("_hoodie_is_deleted", pa.bool_()),
+    ]
+)
+# Tiny files (and blooms sized for them): small-file packing and several file groups per partition.
+SMALL_FILES = {
+    "hoodie.parquet.max.file.size": "6000",
+    "hoodie.parquet.small.file.limit": "4500",
+    "hoodie.index.bloom.num_entries": "200",
+    "hoodie.bloom.index.filter.dynamic.max.entries": "400",
+}
+
+
+def _table_options(name: str, table_type: str) -> dict[str, str]:
+    return {
+        "hoodie.table.name": name,
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.partitionpath.field": "city",
+        "hoodie.datasource.write.precombine.field": "ts",
+        "hoodie.datasource.write.table.type": table_type,
+        **SMALL_FILES,
+    }
+
+
+class Batches:
+    """Random batches like tests/test_table_model.py's: duplicates within a batch, late events,
+    ``_hoodie_is_deleted`` rows, inserts of new keys and deletes of existing ones."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.city_of: dict[int, str] = {}
+        self.next_key = 0
+        self.clock = 1000
+
+    def row(self, key: int, ts: int, deleted: bool = False) -> dict:
+        return {
+            "id": key,
+            "city": self.city_of[key],
+            "ts": ts,
+            "fare": round(self.rng.uniform(1, 100), 2),
+            "rider": f"rider-{self.rng.randint(0, 999)}",
+            "_hoodie_is_deleted": deleted,
+        }
+
+    def fresh(self, n: int) -> list[dict]:
+        rows = []
+        for _ in range(n):
+            self.city_of[self.next_key] = self.rng.choice(CITIES)
+            self.clock += 1
+            rows.append(self.row(self.next_key, self.clock))
+            self.next_key += 1
+        return rows
+
+    def upserts(self) -> list[dict]:
+        existing = list(self.city_of)
+        batch = self.fresh(self.rng.randint(0, 30))
+        for key in self.rng.sample(existing, min(len(existing), self.rng.randint(1, 40))):
+            self.clock += 1
+            ts = self.clock if self.rng.random() < 0.7 else self.rng.randint(0, 1000)
+            batch.append(self.row(key, ts, deleted=self.rng.random() < 0.1))
+            if self.rng.random() < 0.2:
+                batch.append(self.row(key, ts + self.rng.choice([-1, 0, 1])))
+        self.rng.shuffle(batch)
+        return batch
+
+    def deletes(self) -> list[dict]:
+        victims = self.rng.sample(list(self.city_of), min(len(self.city_of), self.rng.randint(1, 20)))
+        return [{"id": k, "city": self.city_of[k]} for k in victims]
+
+
+def _arrow(rows: list[dict], delete: bool) -> pa.Table:
+    if delete:
+        return pa.Table.from_pylist(rows, schema=pa.schema([("id", pa.int64()), ("city", pa.string())]))
+    return pa.Table.from_pylist(rows, schema=SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("table_type", "seed"), [("COPY_ON_WRITE", 5), ("MERGE_ON_READ", 6)], ids=["cow", "mor"]
+)
+def test_same_sequence_local_and_spark_give_the_same_table(spark, tmp_path, table_type, seed):
+    batches = Batches(seed)
+    local_path, spark_path = str(tmp_path / "local"), str(tmp_path / "spark")
+    local = shoal.Table.create(
+        local_path,
+        name="local",
+        table_type=table_type,
+        record_key="id",
+        partition_by="city",
+        ordering_field="ts",
+        options=SMALL_FILES,
+    )
+    model = Model(partitioned=True)
+    ops = ["bulk_insert", "upsert", "insert", "upsert", "delete", "upsert"]
+    for step, op in enumerate(ops):
+        if op in ("bulk_insert", "insert"):
+            rows = batches.fresh(batches.rng.randint(60, 120))
+            model.insert(rows)
+        elif op == "upsert":
+            rows = batches.upserts()
+            model.upsert(rows)
+        else:
+            rows = batches.deletes()
+            model.delete(rows)
+        data = _arrow(rows, op == "delete")
+        local.write(data, op)
+        options = _table_options("sparkt", table_type) if step == 0 else {}
+        result = spark_write(spark.createDataFrame(data), spark_path, op, options)
+        assert result.operation.value == op.upper()
+
+        expected = model.expected()
+        ours = rows_by(shoal.Table(spark_path).read(), USER_COLUMNS, ["id", "city"])
+        assert ours == expected, f"Spark-written table differs from the model after step {step} ({op})"
+        assert rows_by(local.read(), USER_COLUMNS, ["id", "city"]) == expected
+        oracle = rows_by(hudi_rs_read(spark_path), USER_COLUMNS, ["id", "city"])
+        assert oracle == expected, f"hudi-rs reads other rows after step {step} ({op})"
+    _assert_no_stray_files(spark_path)
+    if table_type == "MERGE_ON_READ":
+        # Updates of file groups went to log files, not only base file rewrites.
+        assert any(parse_log_file_name(p.name) for p in Path(spark_path).rglob(".*.log.*"))
+
+
+def _committed_paths(path: str) -> set[str]:
+    table = shoal.Table(path)
+    timeline = Timeline.load(table.storage, table.config)
+    return {
+        s.path
+        for inst in timeline.completed_data_instants()
+        for s in timeline.commit_metadata(inst).write_stats()
+        if s.path
+    }
+
+
+def _assert_no_stray_files(path: str) -> None:
+    """Every base and log file on disk is one a completed commit reports, and no markers remain."""
+    on_disk = {
+        str(p.relative_to(path))
+        for p in Path(path).rglob("*")
+        if p.is_file()
+        and ".hoodie" not in p.parts
+        and (parse_base_file_name(p.name) or parse_log_file_name(p.name))
+    }
+    assert on_disk == _committed_paths(path)
+    assert not list((Path(path) / ".hoodie" / ".temp").rglob("*.marker.*"))
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"], ids=["cow", "mor"])
+def test_failed_task_attempt_leaves_no_duplicates_or_files(spark, tmp_path, table_type):
+    path = str(tmp_path / "t")
+    batches = Batches(9)
+    model = Model(partitioned=True)
+    first = batches.fresh(80)
+    spark_write(
+        spark.createDataFrame(_arrow(first, False)), path, "bulk_insert", _table_options("retry", table_type)
+    )
+    model.insert(first)
+    failed_dir = tmp_path / "failed_attempts"
+    failed_dir.mkdir()
+
+    def fail_first_attempt(spec, stat):
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context.partitionId() == 0 and context.attemptNumber() == 0:
+            # Remember the file this attempt wrote, then fail after writing it.
+            (failed_dir / f"{context.taskAttemptId()}").write_text(stat.path)
+            raise RuntimeError("injected failure of a write task's first attempt")
+
+    updates = batches.upserts()
+    result = _write(spark.createDataFrame(_arrow(updates, False)), path, "upsert", {}, fail_first_attempt)
+    model.upsert(updates)
+
+    failed = [p.read_text() for p in failed_dir.iterdir()]
+    assert len(failed) == 1, "the failure was injected exactly once"
+    assert failed[0] not in {s.path for s in result.metadata.write_stats()}
+    assert not (Path(path) / failed[0]).exists(), "the failed attempt's file is left behind"
+    _assert_no_stray_files(path)
+    expected = model.expected()
+    for got in (shoal.Table(path).read(), hudi_rs_read(path)):
+        rows = rows_by(got, USER_COLUMNS, ["id", "city"])
+        assert len({(r["city"], r["id"]) for r in rows}) == len(rows), "duplicate rows"
+        assert rows == expected
+
+
+def test_options_create_and_must_match_the_table(spark, tmp_path):
+    path = str(tmp_path / "t")
+    df = spark.createDataFrame(pa.table({"k": ["a", "b"], "p": ["x", "y"], "v": [1, 2]}))
+    with pytest.raises(InvalidOptionError, match=r"hoodie\.table\.name"):
+        spark_write(df, path, record_key="k")
+    with pytest.raises(InvalidOptionError, match="unknown operation"):
+        spark_write(df, path, "merge", table_name="t", record_key="k")
+    with pytest.raises(InvalidOptionError, match="unknown or unsupported option"):
+        spark_write(df, path, table_name="t", record_key="k", **{"hoodie.not.an.option": "1"})
+    spark_write(
+        df,
+        path,
+        options={
+            "hoodie.table.name": "t",
+            "hoodie.datasource.write.recordkey.field": "k",
+            "hoodie.datasource.write.partitionpath.field": "p",
+            "hoodie.datasource.write.table.type": "MERGE_ON_READ",
+            "hoodie.datasource.write.operation": "insert",
+        },
+    )
+    table = shoal.Table(path)
+    assert (table.name, table.table_type, table.config.partition_fields) == ("t", "MERGE_ON_READ", ["p"])
+    assert rows_by(hudi_rs_read(path), ["k", "p", "v"], ["k"]) == [
+        {"k": "a", "p": "x", "v": 1},
+        {"k": "b", "p": "y", "v": 2},
+    ]
+    with pytest.raises(InvalidOptionError, match="recordkey"):
+        spark_write(df, path, record_key="v")
+    with pytest.raises(InvalidOptionError, match=r"table\.type"):
+        spark_write(df, path, table_type="COPY_ON_WRITE")
+    with pytest.raises(InvalidOptionError, match="conflicts"):
+        spark_write(df, path, "upsert", **{"hoodie.datasource.write.operation": "delete"})
+
+
+def test_bad_input_fails_typed_before_the_timeline_changes(spark, tmp_path):
+    path = str(tmp_path / "t")
+    good = spark.createDataFrame(pa.table({"k": ["a"], "v": [1]}))
+    spark_write(good, path, table_name="t", record_key="k")
+    before = shoal.Table(path).instants()
+    null_key = spark.createDataFrame(pa.table({"k": pa.array(["b", None]), "v": [2, 3]}))
+    with pytest.raises(InvalidRecordKeyError, match="null"):
+        spark_write(null_key, path)
+    with pytest.raises(SchemaMismatchError):
+        spark_write(spark.createDataFrame(pa.table({"k": ["c"]})), path)
+    assert shoal.Table(path).instants() == before
+    assert rows_by(hudi_rs_read(path), ["k", "v"], ["k"]) == [{"k": "a", "v": 1}]
