@@ -381,6 +381,8 @@ def _entry(storage: Storage, timeline: Timeline, name: str, raw: Instant) -> dic
         "actionType": raw.action.value,
         "actionState": raw.state.name,
         "stateTransitionTime": _modification_time(storage, path),
+        # Java builds the record with its no-arg constructor, which leaves ``version`` null.
+        "version": None,
     }
     metadata_field = _metadata_field(raw)
     if metadata_field is not None and content.strip():
