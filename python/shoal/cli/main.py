@@ -161,7 +161,8 @@ def _restore(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from shoal.demo import main as demo_main
 
-    return demo_main([args.path] if args.path else [])
+    argv = ["--engine", args.engine, "--batches", str(args.batches)]
+    return demo_main(argv + (["--path", args.path] if args.path else []))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -216,8 +217,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p.add_argument("instant")
     p.set_defaults(fn=_restore)
-    p = sub.add_parser("demo", help="run the demo pipeline")
-    p.add_argument("path", nargs="?", default=None)
+    p = sub.add_parser("demo", help="run the CDC demo pipeline (python -m shoal.demo)")
+    p.add_argument("path", nargs="?", default=None, help="where to put the tables (default: a temp dir)")
+    p.add_argument("--engine", choices=["both", "spark", "embedded"], default="embedded")
+    p.add_argument("--batches", type=int, default=6)
     p.set_defaults(fn=_demo)
     return parser
 

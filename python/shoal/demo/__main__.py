@@ -1,0 +1,3 @@
+from shoal.demo import main
+
+raise SystemExit(main())
