@@ -37,3 +37,26 @@ def test_rollback_and_errors(tmp_path, capsys):
     assert sorted(t.read()["ts"].to_pylist()) == [1, 1]
     assert main(["info", str(tmp_path / "missing")]) == 2
     assert "TableNotFoundError" in capsys.readouterr().out
+
+
+def test_compact(tmp_path, capsys):
+    t = shoal.Table.create(
+        str(tmp_path / "m"), name="m", table_type="MERGE_ON_READ", record_key="id", ordering_field="ts"
+    )
+    t.upsert(pa.table({"id": [1, 2], "ts": [1, 1]}))
+    assert main(["compact", t.path]) == 0
+    assert "nothing to compact" in capsys.readouterr().out
+    t.upsert(pa.table({"id": [2], "ts": [2]}))
+    assert main(["compact", t.path, "--if-due"]) == 0  # one delta commit: not due by default
+    assert "nothing to compact" in capsys.readouterr().out
+    assert main(["compact", t.path, "--schedule"]) == 0
+    (pending,) = t.pending_compactions()
+    assert f"scheduled compaction {pending}" in capsys.readouterr().out
+    assert main(["compact", t.path, "--run", pending]) == 0
+    assert f"compaction {pending} completed: 1 file groups" in capsys.readouterr().out
+    assert t.pending_compactions() == [] and not any(s.log_files for s in t.file_slices())
+    assert sorted(t.read()["ts"].to_pylist()) == [1, 2]
+    t.upsert(pa.table({"id": [1], "ts": [3]}))
+    assert main(["compact", t.path]) == 0
+    assert "completed" in capsys.readouterr().out
+    assert main(["compact", t.path, "--run", "20200101000000000"]) == 2

@@ -1,5 +1,5 @@
 """``shoal <command> <table path>``: table info, timeline (active or archived), file slices, rows,
-archive, rollback, demo."""
+and the table services (compact, clean, archive, rollback, savepoint, restore); ``shoal demo``."""
 
 from __future__ import annotations
 
@@ -112,6 +112,24 @@ def _rollback(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compact(args: argparse.Namespace) -> int:
+    t = shoal.Table(args.path)
+    if args.run:
+        metadata = t.run_compaction(args.run)
+        console.print(f"compaction {args.run} completed: {len(metadata.write_stats())} file groups")
+        return 0
+    if args.schedule:
+        instant = t.schedule_compaction(force=not args.if_due)
+        console.print(f"scheduled compaction {instant}" if instant else "nothing to compact")
+        return 0
+    done = t.compact(force=not args.if_due)
+    if not done:
+        console.print("nothing to compact")
+    for instant in done:
+        console.print(f"compaction {instant} completed")
+    return 0
+
+
 def _clean(args: argparse.Namespace) -> int:
     t = shoal.Table(args.path)
     options = {}
@@ -193,6 +211,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p.add_argument("--instant", default=None, help="must be the latest commit")
     p.set_defaults(fn=_rollback)
+    p = sub.add_parser("compact", help="compact a merge-on-read table (schedule and run)")
+    p.add_argument("path")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--schedule", action="store_true", help="only save a compaction plan")
+    what.add_argument("--run", metavar="INSTANT", help="run the pending compaction INSTANT")
+    p.add_argument(
+        "--if-due", action="store_true", help="only when hoodie.compact.inline.trigger.strategy says so"
+    )
+    p.set_defaults(fn=_compact)
     p = sub.add_parser("clean", help="remove file slices the cleaner policy no longer retains")
     p.add_argument("path")
     p.add_argument(
