@@ -14,6 +14,7 @@ import pytest
 import shoal
 from shoal.cli.main import main as cli_main
 from shoal.fs.naming import parse_base_file_name, parse_log_file_name
+from shoal.services import clean as clean_mod
 from shoal.services import restore as restore_mod
 from shoal.services.clean import CleanedInstantError
 from shoal.timeline.instant import Action
@@ -114,7 +115,7 @@ def test_savepointed_slices_survive_clean(tmp_path, table_type):
         b.t.compact()
         b.write(2)
     early = min(b.as_of)
-    assert b.t.clean(options={"hoodie.cleaner.commits.retained": "1"})
+    (clean_time,) = b.t.clean(options={"hoodie.cleaner.commits.retained": "1"})
     meta = _read_avro(b.t.path, f"{pinned}.savepoint", "HoodieSavepointMetadata.v6.writer")
     assert meta["savepointedBy"] == "ops" and meta["comments"] == "before the backfill"
     assert meta["version"] == 1 and meta["savepointedAt"] > 0
@@ -122,6 +123,12 @@ def test_savepointed_slices_survive_clean(tmp_path, table_type):
     assert listed == expected_files
     on_disk = {tuple(f.rsplit("/", 1)) for f in _data_files(b.t.path)}
     assert {(p, n) for p, names in listed.items() for n in names} <= on_disk
+    plan = _read_avro(b.t.path, f"{clean_time}.clean.requested", "HoodieCleanerPlan.v6.writer")
+    planned = {
+        os.path.basename(i["filePath"]) for v in plan["filePathsToBeDeletedPerPartition"].values() for i in v
+    }
+    assert planned and not planned & {n for names in listed.values() for n in names}
+    assert plan["extraMetadata"] == {"savepointed_timestamps": pinned}
     assert _rows(b.t.read(as_of=pinned)) == b.as_of[pinned]
     assert _rows(hudi_rs_read(b.t.path, as_of=pinned)) == b.as_of[pinned]
     with pytest.raises(CleanedInstantError, match="savepointed instants stay readable"):
@@ -136,6 +143,25 @@ def test_savepointed_slices_survive_clean(tmp_path, table_type):
     assert b.t.clean(options={"hoodie.cleaner.commits.retained": "1"})
     with pytest.raises(CleanedInstantError):
         b.t.read(as_of=pinned)
+    assert _rows(b.t.read()) == b.expected()
+
+
+def test_a_savepoint_made_after_a_clean_was_planned_is_respected(tmp_path, monkeypatch):
+    b = Built(tmp_path / "t", "COPY_ON_WRITE")
+    pinned = b.write(3)
+    b.write(4)
+    wc = clean_mod.WriteConfig({"hoodie.cleaner.commits.retained": "1"})
+    pending = clean_mod.schedule_clean(b.t.storage, b.t.config, wc)
+    assert pending is not None
+    # shoal refuses to savepoint what a pending clean removes...
+    with pytest.raises(CleanedInstantError):
+        b.t.savepoint(pinned)
+    # ...but another writer (Apache Hudi) may not know: the clean leaves the pinned files alone.
+    monkeypatch.setattr(clean_mod, "ensure_retained", lambda *args: None)
+    b.t.savepoint(pinned)
+    monkeypatch.undo()
+    assert b.t.clean() == [pending]
+    assert _rows(b.t.read(as_of=pinned)) == b.as_of[pinned]
     assert _rows(b.t.read()) == b.expected()
 
 

@@ -575,7 +575,12 @@ def ensure_retained(timeline: Timeline, view: FileSystemView, as_of: str) -> Non
         if not older or group in replaced:
             continue
         fg = view.file_groups.get(group)
-        live = {s.base_instant for s in fg.slices.values() if s.base_file or s.log_files} if fg else set()
+        # A pending clean's slices are still listed, and about to go.
+        live = (
+            {s.base_instant for s in fg.slices.values() if s.base_file or s.log_files} - bases
+            if fg
+            else set()
+        )
         needed = max(older + [b for b in live if b <= as_of])
         if needed not in live:
             earliest = earliest_readable_instant(view.storage, timeline, removed)
