@@ -427,3 +427,17 @@ def test_cleaned_file_version_fails_deletes_clearly(tmp_path):
     assert table.read_incremental(t1, t2).num_rows == 0
     with pytest.raises(InstantNotFoundError, match="cleaned"):
         table.read_incremental(t1, t2, include_deletes=True)
+
+
+def test_read_with_query_type_incremental_is_read_incremental(built):
+    table, model = built
+    lo, hi = model.instants[0], model.instants[2]
+    via_read = table.read(query_type="incremental", start=lo, end=hi, include_deletes=True)
+    direct = table.read_incremental(lo, hi, include_deletes=True)
+    order = [(k, "ascending") for k in ("_hoodie_record_key", "_hoodie_commit_time")]
+    assert via_read.sort_by(order) == direct.sort_by(order)
+    assert via_read.num_rows > 0
+    with pytest.raises(InvalidArgumentError):
+        table.read(start=lo)  # a snapshot read has no range
+    with pytest.raises(InvalidArgumentError):
+        table.read(query_type="incremental", as_of=hi)

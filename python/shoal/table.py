@@ -410,13 +410,25 @@ class Table:
         filters: Sequence[Filter] | None = None,
         as_of: str | _dt.datetime | None = None,
         query_type: str = "snapshot",
+        start: str | _dt.datetime | None = None,
+        end: str | _dt.datetime | None = None,
+        include_deletes: bool = False,
     ) -> pa.Table:
         """Reads the table as a ``pyarrow.Table``.
 
-        ``filters`` are ``(column, op, value)`` tuples ANDed together (ops ``= != < <= > >= in
-        not in``); filters on partition fields prune partitions. ``as_of`` travels back to the
-        table as of that instant time (``yyyyMMddHHmmssSSS``) or datetime.
+        ``query_type``: ``snapshot`` (the default; merge-on-read tables merge their logs),
+        ``read_optimized`` (base files only) or ``incremental`` (:meth:`read_incremental` with
+        ``start``, ``end`` and ``include_deletes``). ``filters`` are ``(column, op, value)``
+        tuples ANDed together (ops ``= != < <= > >= in not in``); filters on partition fields
+        prune partitions. ``as_of`` travels back to the table as of that instant time
+        (``yyyyMMddHHmmssSSS``) or datetime.
         """
+        if query_type.lower() == "incremental":
+            if as_of is not None:
+                raise InvalidArgumentError("as_of does not apply to incremental reads; use start/end")
+            return self.read_incremental(start, end, columns, filters, include_deletes)
+        if start is not None or end is not None or include_deletes:
+            raise InvalidArgumentError("start, end and include_deletes need query_type='incremental'")
         specs, schema = self._plan_read(columns, filters, as_of, query_type)
         tables = self.executor.map(_read_slice, [(s, self.storage) for s in specs])
         out = self._without_unpopulated_meta(unify(tables, columns))
