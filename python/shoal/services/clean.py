@@ -1,4 +1,4 @@
-"""The cleaner (DESIGN §4; HUDI_FORMAT §2.3, §2.5, §8.2): removing the file slices that no
+"""The cleaner (DESIGN §3.3; HUDI_FORMAT §2.3, §2.5, §8.2): removing the file slices that no
 retained commit, pending compaction or savepoint needs any more.
 
 **Policies** (``hoodie.cleaner.policy``, Hudi's ``CleanPlanner``):
