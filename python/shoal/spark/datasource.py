@@ -1,0 +1,474 @@
+"""The ``shoal`` Spark data source (``pyspark.sql.datasource``).
+
+After :func:`register`, ``spark.read.format("shoal").load(path)`` reads a table and
+``df.write.format("shoal").mode("append").save(path)`` inserts into one, with Hudi's option names.
+
+Reads are planned by the same planner as ``Table.read`` / ``Table.read_incremental``: one Spark
+task per file slice, each running the local executor's task function (:mod:`shoal.spark.read`).
+Spark gives a Python data source no column pruning (``read`` sees every column after a
+``select``): project with the ``columns`` option, or read with :func:`shoal.spark.read`. Filters
+go in the ``filters`` option (partition pruning and row filters in the tasks). The reader takes
+no filters from Spark's ``where``: in Spark 4.3 a pushed-down reader is kept on the relation and
+reused by later queries of the same DataFrame, so an unfiltered ``count()`` after a filtered one
+would return the filtered rows.
+
+Writes are ``insert`` and ``bulk_insert`` only. Spark's data source writer can neither
+repartition its input nor see the table's index, so it cannot route records to the file groups
+holding their keys, as an upsert or a delete must: those go through ``shoal.spark.write``.
+Each task writes its rows into new file groups with the copy-on-write task; the instant is
+requested on the driver before the tasks run (their markers name it) and completed by
+``commit()``, which runs in a separate driver-side Python process and so reopens the table from
+storage. ``abort()`` rolls the instant back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from shoal.config import write_config as wc
+from shoal.config.table_config import TableConfig, TableType
+from shoal.errors import CommitConflictError, InvalidOptionError, UnsupportedError
+from shoal.fs.partition_metadata import ensure_partition_metadata
+from shoal.fs.storage import Storage
+from shoal.read.filters import Filter
+from shoal.services.rollback import rollback_instant
+from shoal.spark.read import (
+    ReadJob,
+    ReadTask,
+    arrow_target,
+    check_arguments,
+    conform,
+    normalize_query_type,
+    output_schema,
+    plan_read,
+    run_task,
+    spark_schema,
+    storage_for,
+    without_tasks,
+)
+from shoal.table import Table
+from shoal.timeline.commit_metadata import WriteStat
+from shoal.timeline.instant import State
+from shoal.timeline.timeline import Timeline
+from shoal.write.assigner import Assignment
+from shoal.write.prepare import PARTITION_PATH, RECORD_KEY
+from shoal.write.schema import normalize_types, strip_meta_columns
+from shoal.write.writer import (
+    OP_COLUMN,
+    Operation,
+    PendingWrite,
+    Writer,
+    finish_records,
+    key_records,
+    run_write_task,
+)
+
+# Read options: Hudi's names, and shoal's short ones.
+QUERY_TYPE = "hoodie.datasource.query.type"
+BEGIN_INSTANT = "hoodie.datasource.read.begin.instanttime"
+END_INSTANT = "hoodie.datasource.read.end.instanttime"
+AS_OF_INSTANT = "as.of.instant"
+_READ_ALIASES = {
+    QUERY_TYPE: "query_type",
+    "query_type": "query_type",
+    BEGIN_INSTANT: "start",
+    "start": "start",
+    END_INSTANT: "end",
+    "end": "end",
+    AS_OF_INSTANT: "as_of",
+    "as_of": "as_of",
+    "columns": "columns",
+    "filters": "filters",
+    "include_deletes": "include_deletes",
+}
+# Write options of the data source only; every other hoodie.* key is a write option of the table.
+OPERATION = "hoodie.datasource.write.operation"
+TABLE_TYPE = "hoodie.datasource.write.table.type"
+
+
+def register(spark: SparkSession) -> None:
+    """Registers the ``shoal`` data source with ``spark``."""
+    spark.dataSource.register(ShoalDataSource)
+
+
+# ---- options ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """The read options of one ``load``, validated."""
+
+    path: str
+    query_type: str = "snapshot"
+    as_of: str | None = None
+    start: str | None = None
+    end: str | None = None
+    columns: tuple[str, ...] | None = None
+    filters: tuple[Filter, ...] = ()
+    include_deletes: bool = False
+
+
+def read_options(options: Mapping[str, str]) -> ReadOptions:
+    """Parses the options of ``spark.read.format("shoal")`` (keys are case-insensitive)."""
+    values: dict[str, str] = {}
+    for key, value in options.items():
+        low = key.lower()
+        if low == "path":
+            continue
+        name = _READ_ALIASES.get(low)
+        if name is None:
+            known = ", ".join(sorted(_READ_ALIASES))
+            raise InvalidOptionError(f"unknown read option {key!r}; the shoal data source takes {known}")
+        if name in values and values[name] != value:
+            raise InvalidOptionError(f"option {key!r} conflicts with another spelling of {name!r}")
+        values[name] = value
+    path = _path(options)
+    qt = normalize_query_type(values.get("query_type", "snapshot"))
+    columns = None
+    if "columns" in values:
+        columns = tuple(c.strip() for c in values["columns"].split(",") if c.strip())
+    opts = ReadOptions(
+        path,
+        qt,
+        values.get("as_of"),
+        values.get("start"),
+        values.get("end"),
+        columns,
+        _parse_filters(values.get("filters")),
+        _parse_bool("include_deletes", values.get("include_deletes", "false")),
+    )
+    check_arguments(qt, opts.as_of, opts.start, opts.end, opts.include_deletes)
+    return opts
+
+
+def _path(options: Mapping[str, str]) -> str:
+    if "paths" in options:
+        raise InvalidOptionError("the shoal data source reads one table: pass one path to load()")
+    path = options.get("path")
+    if not path:
+        raise InvalidOptionError("no table path: use load(path) or save(path)")
+    return str(path)
+
+
+def _parse_bool(name: str, value: str) -> bool:
+    low = str(value).strip().lower()
+    if low not in ("true", "false"):
+        raise InvalidOptionError(f"option {name!r} must be true or false, got {value!r}")
+    return low == "true"
+
+
+def _parse_filters(text: str | None) -> tuple[Filter, ...]:
+    """The ``filters`` option: a JSON list of ``[column, op, value]`` triples, ANDed."""
+    if text is None:
+        return ()
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidOptionError(f"option 'filters' is not JSON: {exc}") from None
+    if not isinstance(raw, list) or not all(
+        isinstance(f, list) and len(f) == 3 and isinstance(f[0], str) and isinstance(f[1], str) for f in raw
+    ):
+        raise InvalidOptionError(
+            "option 'filters' must be a JSON list of [column, op, value] triples, "
+            'e.g. [["city", "=", "sf"]]'
+        )
+    return tuple((c, op, v) for c, op, v in raw)
+
+
+# ---- reading ------------------------------------------------------------------------------------
+
+
+class ShoalDataSource(DataSource):
+    """``spark.read.format("shoal")`` and ``df.write.format("shoal")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "shoal"
+
+    def schema(self) -> StructType:
+        opts = read_options(self.options)
+        table = Table(opts.path)
+        arrow = output_schema(table, table.schema(), opts.query_type, opts.columns, opts.include_deletes)
+        return spark_schema(arrow)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return ShoalReader(read_options(self.options), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> ShoalWriter:
+        return ShoalWriter(begin_write(self.options, schema, overwrite))
+
+
+class SlicePartition(InputPartition):
+    """One planned task, with the read's shared part (plain data)."""
+
+    def __init__(self, job: ReadJob, task: ReadTask) -> None:
+        self.job = job
+        self.task = task
+
+
+class ShoalReader(DataSourceReader):
+    """Plans one task per file slice and reads each with the local task function."""
+
+    def __init__(self, options: ReadOptions, schema: StructType) -> None:
+        self.options = options
+        # The columns Spark declared (the table's, the ``columns`` option's or a user schema's).
+        self.columns = tuple(schema.names)
+        # Python data source batches are checked against the UTC form of the schema.
+        self.target = arrow_target(schema, "UTC")
+
+    def partitions(self) -> list[InputPartition]:
+        o = self.options
+        job = plan_read(
+            o.path,
+            self.columns,
+            o.filters,
+            o.query_type,
+            o.as_of,
+            o.start,
+            o.end,
+            o.include_deletes,
+        )
+        shared = without_tasks(job)
+        return [SlicePartition(shared, task) for task in job.tasks]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        # Spark reads one empty InputPartition(None) when the plan has no task.
+        if not isinstance(partition, SlicePartition):
+            return iter(())
+        table = run_task(partition.job, partition.task, storage_for(partition.job.base_uri))
+        return iter(conform(table, self.target))
+
+
+# ---- writing ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WriteJob:
+    """One data source write, as plain data: the instant the tasks write under."""
+
+    base_uri: str
+    instant: str
+    operation: Operation
+    # The table's write options (hoodie.* keys as the user gave them).
+    options: dict[str, str]
+    # The records' columns (no meta or internal ones): the schema the commit records.
+    data_schema: pa.Schema
+
+
+@dataclass
+class ShoalCommitMessage(WriterCommitMessage):
+    """What one task wrote."""
+
+    stats: list[WriteStat] = field(default_factory=list)
+
+
+class ShoalWriter(DataSourceArrowWriter):
+    """Writes each Spark partition into new file groups; commits or rolls back the instant."""
+
+    def __init__(self, job: WriteJob) -> None:
+        self.job = job
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> ShoalCommitMessage:
+        batches = [b for b in iterator if b.num_rows]
+        if not batches:
+            return ShoalCommitMessage()
+        ctx = TaskContext.get()
+        attempt = (ctx.partitionId(), ctx.stageId(), ctx.taskAttemptId()) if ctx is not None else (0, 0, 0)
+        return ShoalCommitMessage(write_new_file_groups(self.job, pa.Table.from_batches(batches), *attempt))
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        commit_write(self.job, messages)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        abort_write(self.job)
+
+
+def write_options(options: Mapping[str, str]) -> tuple[str, Operation, str | None, dict[str, str]]:
+    """``(path, operation, table type, table write options)`` from the data source options."""
+    path = _path(options)
+    op_text = "upsert"
+    table_type = None
+    hoodie: dict[str, str] = {}
+    for key, value in options.items():
+        low = key.lower()
+        if low == "path":
+            continue
+        if low == OPERATION:
+            op_text = str(value)
+        elif low == TABLE_TYPE:
+            table_type = str(value)
+        elif low.startswith("hoodie."):
+            hoodie[low] = str(value)
+        else:
+            raise InvalidOptionError(
+                f"unknown write option {key!r}: the shoal data source takes Hudi's hoodie.* write options"
+            )
+    wc.WriteConfig(hoodie)  # rejects unknown keys and bad values before anything is written
+    try:
+        operation = Operation(op_text.strip().upper())
+    except ValueError:
+        raise InvalidOptionError(f"unknown {OPERATION} {op_text!r}") from None
+    if operation not in (Operation.INSERT, Operation.BULK_INSERT):
+        raise UnsupportedError(
+            f"{operation.value.lower()} is not supported through df.write.format('shoal'): Spark's "
+            "data source writer cannot route records to the file groups that hold their keys. "
+            f"Use shoal.spark.write(df, path, operation='{operation.value.lower()}'), or set "
+            f"{OPERATION}=insert or bulk_insert to add new records"
+        )
+    return path, operation, table_type, hoodie
+
+
+def _writer(table: Table) -> Writer:
+    return Writer(table.storage, table.config, table.write_config, table.keygen)
+
+
+def _prepare(writer: Writer, data: pa.Table, operation: Operation, timeline: Timeline) -> pa.Table:
+    """Validated, keyed and deduplicated records, as the local writer prepares its input."""
+    keyed = key_records(
+        normalize_types(strip_meta_columns(data)),
+        operation,
+        writer.keygen,
+        writer.config.precombine_field,
+        writer.table_schema(timeline),
+        writer.wc.get(wc.SCHEMA_ON_WRITE_ADD_COLUMNS),
+    )
+    return finish_records(keyed, operation, writer.config.precombine_field, writer.combine(operation))
+
+
+def begin_write(options: Mapping[str, str], schema: StructType, overwrite: bool) -> WriteJob:
+    """Driver side, before any task runs: validates the options and the input schema against
+    the table (created on the first write), rolls back failed writes, and starts the instant."""
+    if overwrite:
+        raise UnsupportedError(
+            "mode('overwrite') is not supported by the shoal data source; use mode('append')"
+        )
+    path, operation, table_type, hoodie = write_options(options)
+    table = _open_or_create(path, table_type, hoodie)
+    writer = _writer(table)
+    if writer.index(operation) is not None:
+        raise UnsupportedError(
+            "insert with hoodie.merge.allow.duplicate.on.inserts=false needs an index lookup: "
+            "use shoal.spark.write(df, path, operation='insert')"
+        )
+    timeline = Timeline.load(table.storage, table.config)
+    # The input schema goes through the tasks' preparation: a missing key, partition or
+    # ordering field, or a schema the table cannot take, fails here.
+    records = _prepare(writer, arrow_target(schema, "UTC").empty_table(), operation, timeline)
+    data_schema = records.drop_columns([RECORD_KEY, PARTITION_PATH, OP_COLUMN]).schema
+    timeline = writer.rollback_failed_writes(timeline)
+    # The workload profile is empty: how many records go where is known only to the tasks.
+    pending = writer.start(operation, Assignment(), timeline, [])
+    return WriteJob(table.storage.base_uri, pending.instant_time, operation, hoodie, data_schema)
+
+
+def _open_or_create(path: str, table_type: str | None, hoodie: dict[str, str]) -> Table:
+    """The table at ``path``; created from the Hudi options when there is none. Options that
+    define a table must agree with an existing one."""
+    storage = Storage(path)
+    if not storage.exists(".hoodie/hoodie.properties"):
+        name = hoodie.get(wc.TABLE_NAME)
+        keys = hoodie.get(wc.RECORDKEY_FIELD)
+        if not name or not keys:
+            raise InvalidOptionError(
+                f"no table at {path}: creating one needs {wc.TABLE_NAME} and {wc.RECORDKEY_FIELD}"
+            )
+        partitions = hoodie.get(wc.PARTITIONPATH_FIELD)
+        return Table.create(
+            path,
+            name,
+            table_type=table_type or "COPY_ON_WRITE",
+            record_key=_fields(keys),
+            partition_by=_fields(partitions) if partitions else None,
+            ordering_field=hoodie.get(wc.PRECOMBINE_FIELD) or None,
+            merge_ordering=hoodie.get(wc.RECORD_MERGE_MODE),
+            options=hoodie,
+        )
+    table = Table(path, options=hoodie)
+    config = table.config
+    expected = {
+        wc.TABLE_NAME: config.table_name,
+        wc.RECORDKEY_FIELD: ",".join(config.record_key_fields),
+        wc.PARTITIONPATH_FIELD: ",".join(config.partition_fields),
+        wc.PRECOMBINE_FIELD: config.precombine_field or "",
+    }
+    for key, current in expected.items():
+        given = hoodie.get(key)
+        if given is not None and ",".join(_fields(given)) != current:
+            raise InvalidOptionError(f"{key}={given!r} conflicts with the table's {current!r}")
+    if table_type is not None and TableType.parse(table_type) != config.table_type:
+        raise InvalidOptionError(
+            f"{TABLE_TYPE}={table_type!r} conflicts with the table's {config.table_type.value}"
+        )
+    return table
+
+
+def _fields(text: str) -> list[str]:
+    return [f.strip() for f in text.split(",") if f.strip()]
+
+
+def _pending(writer: Writer, job: WriteJob, assignment: Assignment, timeline: Timeline) -> PendingWrite:
+    """The started write ``job`` as the writer's phases take it, rebuilt from storage: tasks and
+    ``commit()`` run in other processes than ``begin_write``."""
+    instant = timeline.get(job.instant)
+    if instant is None or instant.state != State.INFLIGHT:
+        raise CommitConflictError(
+            f"instant {job.instant} is no longer inflight ({instant}): another writer rolled it back"
+        )
+    return PendingWrite(job.operation, assignment, timeline, job.instant, instant, {}, None)
+
+
+def write_new_file_groups(
+    job: WriteJob, data: pa.Table, task_id: int, stage_id: int, attempt: int
+) -> list[WriteStat]:
+    """One Spark task: prepares its rows as the local writer does, sorts them by partition and
+    key, and writes them into new file groups of the bulk-insert size with the write task the
+    local writer runs (markers first, so files of a failed attempt can be found and deleted).
+    ``attempt`` is unique per task attempt: it names the files in their write token."""
+    table = Table(job.base_uri, options=job.options)
+    writer = _writer(table)
+    timeline = Timeline.load(table.storage, table.config)
+    records = _prepare(writer, data, job.operation, timeline)
+    assignment, chunks = writer._plan_bulk_insert(records, timeline)
+    pending = _pending(writer, job, assignment, timeline)
+    stats = []
+    for bucket_index, chunk in chunks:
+        ensure_partition_metadata(table.storage, assignment.buckets[bucket_index].partition_path, job.instant)
+        spec = writer.task_spec(pending, bucket_index, task_id, has_ordered_entries=True)
+        spec = replace(spec, stage_id=stage_id, attempt=attempt)
+        stats.append(run_write_task(spec, chunk, table.storage))
+    return stats
+
+
+def commit_write(job: WriteJob, messages: Sequence[WriterCommitMessage | None]) -> None:
+    """Completes the instant with the tasks' write stats (driver side, in a process of its own)
+    through the local writer's commit: files of failed or speculative task attempts, which carry
+    markers but are in no task's stats, are deleted first."""
+    table = Table(job.base_uri, options=job.options)
+    writer = _writer(table)
+    timeline = Timeline.load(table.storage, table.config)
+    stats = [s for m in messages if isinstance(m, ShoalCommitMessage) for s in m.stats]
+    writer.commit(_pending(writer, job, Assignment(), timeline), stats, job.data_schema)
+
+
+def abort_write(job: WriteJob) -> None:
+    """Rolls the instant back: deletes the files its markers name, then the instant."""
+    storage = Storage(job.base_uri)
+    config = TableConfig.load(storage)
+    timeline = Timeline.load(storage, config)
+    instant = timeline.get(job.instant)
+    if instant is not None and instant.state != State.COMPLETED:
+        rollback_instant(storage, config, timeline, instant)
