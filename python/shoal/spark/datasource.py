@@ -40,7 +40,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from shoal.config import write_config as wc
-from shoal.config.table_config import TableConfig, TableType
+from shoal.config.table_config import TableConfig
 from shoal.errors import CommitConflictError, InvalidOptionError, UnsupportedError
 from shoal.fs.partition_metadata import ensure_partition_metadata
 from shoal.fs.storage import Storage
@@ -60,6 +60,7 @@ from shoal.spark.read import (
     storage_for,
     without_tasks,
 )
+from shoal.spark.write import OPERATION_OPTION, open_or_create, parse_options
 from shoal.table import Table
 from shoal.timeline.commit_metadata import WriteStat
 from shoal.timeline.instant import State
@@ -95,9 +96,6 @@ _READ_ALIASES = {
     "filters": "filters",
     "include_deletes": "include_deletes",
 }
-# Write options of the data source only; every other hoodie.* key is a write option of the table.
-OPERATION = "hoodie.datasource.write.operation"
-TABLE_TYPE = "hoodie.datasource.write.table.type"
 
 
 def register(spark: SparkSession) -> None:
@@ -297,41 +295,6 @@ class ShoalWriter(DataSourceArrowWriter):
         abort_write(self.job)
 
 
-def write_options(options: Mapping[str, str]) -> tuple[str, Operation, str | None, dict[str, str]]:
-    """``(path, operation, table type, table write options)`` from the data source options."""
-    path = _path(options)
-    op_text = "upsert"
-    table_type = None
-    hoodie: dict[str, str] = {}
-    for key, value in options.items():
-        low = key.lower()
-        if low == "path":
-            continue
-        if low == OPERATION:
-            op_text = str(value)
-        elif low == TABLE_TYPE:
-            table_type = str(value)
-        elif low.startswith("hoodie."):
-            hoodie[low] = str(value)
-        else:
-            raise InvalidOptionError(
-                f"unknown write option {key!r}: the shoal data source takes Hudi's hoodie.* write options"
-            )
-    wc.WriteConfig(hoodie)  # rejects unknown keys and bad values before anything is written
-    try:
-        operation = Operation(op_text.strip().upper())
-    except ValueError:
-        raise InvalidOptionError(f"unknown {OPERATION} {op_text!r}") from None
-    if operation not in (Operation.INSERT, Operation.BULK_INSERT):
-        raise UnsupportedError(
-            f"{operation.value.lower()} is not supported through df.write.format('shoal'): Spark's "
-            "data source writer cannot route records to the file groups that hold their keys. "
-            f"Use shoal.spark.write(df, path, operation='{operation.value.lower()}'), or set "
-            f"{OPERATION}=insert or bulk_insert to add new records"
-        )
-    return path, operation, table_type, hoodie
-
-
 def _writer(table: Table) -> Writer:
     return Writer(table.storage, table.config, table.write_config, table.keygen)
 
@@ -356,8 +319,19 @@ def begin_write(options: Mapping[str, str], schema: StructType, overwrite: bool)
         raise UnsupportedError(
             "mode('overwrite') is not supported by the shoal data source; use mode('append')"
         )
-    path, operation, table_type, hoodie = write_options(options)
-    table = _open_or_create(path, table_type, hoodie)
+    path = _path(options)
+    operation, table_type, hoodie = parse_options(None, {k: v for k, v in options.items() if k != "path"})
+    if operation not in (Operation.INSERT, Operation.BULK_INSERT):
+        op = operation.value.lower()
+        raise UnsupportedError(
+            f"{op} is not supported through df.write.format('shoal'): Spark's data source writer "
+            f"cannot route records to the file groups that hold their keys. Use "
+            f"shoal.spark.write(df, path, operation='{op}'), or set {OPERATION_OPTION}=insert or "
+            "bulk_insert to add new records"
+        )
+    # writer() runs in a driver-side Python process without a SparkSession: the writer built
+    # below runs nothing through the table's executor.
+    table = open_or_create(path, table_type, hoodie, executor=None)  # type: ignore[arg-type]
     writer = _writer(table)
     if writer.index(operation) is not None:
         raise UnsupportedError(
@@ -373,51 +347,6 @@ def begin_write(options: Mapping[str, str], schema: StructType, overwrite: bool)
     # The workload profile is empty: how many records go where is known only to the tasks.
     pending = writer.start(operation, Assignment(), timeline, [])
     return WriteJob(table.storage.base_uri, pending.instant_time, operation, hoodie, data_schema)
-
-
-def _open_or_create(path: str, table_type: str | None, hoodie: dict[str, str]) -> Table:
-    """The table at ``path``; created from the Hudi options when there is none. Options that
-    define a table must agree with an existing one."""
-    storage = Storage(path)
-    if not storage.exists(".hoodie/hoodie.properties"):
-        name = hoodie.get(wc.TABLE_NAME)
-        keys = hoodie.get(wc.RECORDKEY_FIELD)
-        if not name or not keys:
-            raise InvalidOptionError(
-                f"no table at {path}: creating one needs {wc.TABLE_NAME} and {wc.RECORDKEY_FIELD}"
-            )
-        partitions = hoodie.get(wc.PARTITIONPATH_FIELD)
-        return Table.create(
-            path,
-            name,
-            table_type=table_type or "COPY_ON_WRITE",
-            record_key=_fields(keys),
-            partition_by=_fields(partitions) if partitions else None,
-            ordering_field=hoodie.get(wc.PRECOMBINE_FIELD) or None,
-            merge_ordering=hoodie.get(wc.RECORD_MERGE_MODE),
-            options=hoodie,
-        )
-    table = Table(path, options=hoodie)
-    config = table.config
-    expected = {
-        wc.TABLE_NAME: config.table_name,
-        wc.RECORDKEY_FIELD: ",".join(config.record_key_fields),
-        wc.PARTITIONPATH_FIELD: ",".join(config.partition_fields),
-        wc.PRECOMBINE_FIELD: config.precombine_field or "",
-    }
-    for key, current in expected.items():
-        given = hoodie.get(key)
-        if given is not None and ",".join(_fields(given)) != current:
-            raise InvalidOptionError(f"{key}={given!r} conflicts with the table's {current!r}")
-    if table_type is not None and TableType.parse(table_type) != config.table_type:
-        raise InvalidOptionError(
-            f"{TABLE_TYPE}={table_type!r} conflicts with the table's {config.table_type.value}"
-        )
-    return table
-
-
-def _fields(text: str) -> list[str]:
-    return [f.strip() for f in text.split(",") if f.strip()]
 
 
 def _pending(writer: Writer, job: WriteJob, assignment: Assignment, timeline: Timeline) -> PendingWrite:
