@@ -213,3 +213,27 @@ def test_failed_log_appends_are_neutralised_with_rollback_blocks(tmp_path, point
             assert not failed_blocks and not rollbacks
     if point == "before_complete":
         assert commands, "the failed write appended whole blocks: command blocks must follow them"
+
+
+def test_rolling_back_the_last_delta_commit_keeps_earlier_appends(tmp_path):
+    """Table.rollback of a completed delta commit that appended to a log file earlier commits
+    wrote to: only its own blocks are neutralised (its markers are replayed from its write stats),
+    the earlier commits' updates stay."""
+    from shoal import _native
+
+    table, model = _table(tmp_path, "MERGE_ON_READ")
+    first = _batch(range(0, 120, 2), ts=2)
+    table.upsert(first)
+    model.upsert(first)
+    logs_before = {lf.path for s in table.file_slices() for lf in s.log_files}
+    last = table.upsert(_batch(range(0, 120, 4), ts=3))
+    assert {lf.path for s in table.file_slices() for lf in s.log_files} == logs_before  # appended
+    table.rollback(last)
+    _check(table, model, "after rolling back the last delta commit")
+    for path in logs_before:
+        blocks = _native.read_log_file(f"{table.path}/{path}")
+        assert blocks[-1].block_type == "COMMAND_BLOCK" and blocks[-1].header["TARGET_INSTANT_TIME"] == last
+    follow = _batch([1, 3], ts=4)
+    table.upsert(follow)
+    model.upsert(follow)
+    _check(table, model, "after the next write")

@@ -28,13 +28,11 @@ from shoal import _native
 from shoal.config.table_config import TableConfig
 from shoal.errors import InstantNotFoundError, InvalidArgumentError, UnsupportedError
 from shoal.executor.base import Executor
-from shoal.fs.markers import create_marker, list_marked_files
 from shoal.fs.storage import Storage
 from shoal.schemas import load_schema
 from shoal.services.clean import run_pending_cleans
-from shoal.services.rollback import rollback_inflight_compaction, rollback_instant
+from shoal.services.rollback import replay_markers, rollback_inflight_compaction, rollback_instant
 from shoal.services.savepoint import check_version, decode_record, savepointed_instants
-from shoal.timeline.commit_metadata import NULL_COMMIT
 from shoal.timeline.instant import Action, Instant, State
 from shoal.timeline.lock import COMPACTION, WRITE, table_lock
 from shoal.timeline.timeline import Timeline
@@ -75,7 +73,7 @@ def restore(
             return max(t for t, s in resumed.items() if s == savepoint_time)
         for inst in targets:
             if inst.is_completed and inst.action != Action.COMPACTION:
-                _replay_markers(storage, timeline, inst, check_only=True)
+                replay_markers(storage, timeline, inst, check_only=True)
         restore_time = timeline.new_instant_time()
         plan = {
             "instantsToRollback": [_instant_info(i) for i in targets],
@@ -165,8 +163,6 @@ def _roll_back(storage: Storage, config: TableConfig, timeline: Timeline, target
     """Rolls back one instant with services/rollback.py and returns the rollback time."""
     if target.action == Action.COMPACTION:
         return _roll_back_compaction(storage, timeline, target)
-    if target.is_completed:
-        _replay_markers(storage, timeline, target, check_only=False)
     return rollback_instant(storage, config, timeline, target)
 
 
@@ -175,7 +171,7 @@ def _roll_back_compaction(storage: Storage, timeline: Timeline, target: Instant)
     requested = Instant(t, Action.COMPACTION, State.REQUESTED)
     inflight = requested.with_state(State.INFLIGHT)
     if target.is_completed:
-        _replay_markers(storage, timeline, target, check_only=False)
+        replay_markers(storage, timeline, target, check_only=False)
         # Back to inflight: readers stop seeing the compacted base files at once.
         storage.delete(timeline.path_of(target), missing_ok=False)
     elif target.state == State.REQUESTED:
@@ -183,32 +179,6 @@ def _roll_back_compaction(storage: Storage, timeline: Timeline, target: Instant)
     rollback_time = rollback_inflight_compaction(storage, timeline.reload(), inflight)
     timeline.delete_instant_files(t)
     return rollback_time
-
-
-def _replay_markers(storage: Storage, timeline: Timeline, target: Instant, check_only: bool) -> None:
-    """Writes the markers a completed instant had (deleted at its commit) from its write stats,
-    so that its rollback deletes what it created and neutralises its log appends. With
-    ``check_only``, only checks that this is possible."""
-    meta = timeline.commit_metadata(target)
-    marked = {path for path, _ in list_marked_files(storage, target.requested_time)}
-    for stat in meta.write_stats():
-        if not stat.path or stat.path in marked:
-            continue
-        is_log = stat.logFiles is not None or stat.logVersion is not None
-        if is_log:
-            if stat.logOffset is None:
-                raise UnsupportedError(
-                    f"cannot restore over {target}: its write stat for {stat.path} has no log offset"
-                )
-            if stat.logOffset > 0 and not storage.is_local:
-                raise UnsupportedError(f"cannot roll back log appends on this storage ({stat.path})")
-        if check_only:
-            continue
-        if is_log:
-            create_marker(storage, target.requested_time, stat.path, "APPEND", append_offset=stat.logOffset)
-        else:
-            io_type = "CREATE" if stat.prevCommit in (NULL_COMMIT, None, "") else "MERGE"
-            create_marker(storage, target.requested_time, stat.path, io_type)
 
 
 def _rollback_metadata(timeline: Timeline, rollback_time: str) -> dict:

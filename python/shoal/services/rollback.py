@@ -16,9 +16,10 @@ from collections import defaultdict
 from shoal import _native
 from shoal.config.table_config import TableConfig
 from shoal.errors import InvalidArgumentError, UnsupportedError
-from shoal.fs.markers import append_offset, delete_markers, list_marked_files
+from shoal.fs.markers import append_offset, create_marker, delete_markers, list_marked_files
 from shoal.fs.storage import Storage
 from shoal.schemas import load_schema
+from shoal.timeline.commit_metadata import NULL_COMMIT
 from shoal.timeline.instant import Action, Instant, State
 from shoal.timeline.timeline import Timeline
 
@@ -41,6 +42,8 @@ def rollback_instant(storage: Storage, config: TableConfig, timeline: Timeline, 
     """Rolls back one instant (pending, or the last completed one) and returns the rollback time."""
     if target.action not in _ROLLBACKABLE:
         raise InvalidArgumentError(f"cannot roll back a {target.action.value} instant")
+    if target.is_completed:
+        replay_markers(storage, timeline, target, check_only=False)
     return _rollback(storage, timeline, target, delete_target=True)
 
 
@@ -73,8 +76,7 @@ def _rollback(storage: Storage, timeline: Timeline, target: Instant, delete_targ
             elif offset is not None:
                 appended[partition].append((path, offset))
     if not marked:
-        # No markers (e.g. a crash before the first marker, or a completed write whose markers
-        # were cleaned): fall back to the files named by the commit metadata, then to a listing.
+        # No markers (a crash before the first marker): fall back to a listing.
         for path, partition in _files_of_instant(storage, timeline, target):
             files_by_partition[partition].append(path)
     plan = {
@@ -181,10 +183,36 @@ def _neutralise_appends(
     return failed, neutralised
 
 
+def replay_markers(storage: Storage, timeline: Timeline, target: Instant, check_only: bool) -> None:
+    """Writes the markers a completed instant had (deleted at its commit) from its write stats,
+    so that its rollback deletes what it created and neutralises its log appends (an append's
+    stat records the offset it started at) instead of deleting log files other commits wrote
+    to as well. With ``check_only``, only checks that this is possible."""
+    meta = timeline.commit_metadata(target)
+    marked = {path for path, _ in list_marked_files(storage, target.requested_time)}
+    for stat in meta.write_stats():
+        if not stat.path or stat.path in marked:
+            continue
+        is_log = stat.logFiles is not None or stat.logVersion is not None
+        if is_log:
+            if stat.logOffset is None:
+                raise UnsupportedError(
+                    f"cannot roll back {target}: its write stat for {stat.path} has no log offset"
+                )
+            if stat.logOffset > 0 and not storage.is_local:
+                raise UnsupportedError(f"cannot roll back log appends on this storage ({stat.path})")
+        if check_only:
+            continue
+        if is_log:
+            create_marker(storage, target.requested_time, stat.path, "APPEND", append_offset=stat.logOffset)
+        else:
+            io_type = "CREATE" if stat.prevCommit in (NULL_COMMIT, None, "") else "MERGE"
+            create_marker(storage, target.requested_time, stat.path, io_type)
+
+
 def _files_of_instant(storage: Storage, timeline: Timeline, target: Instant) -> list[tuple[str, str]]:
-    if target.state == State.COMPLETED:
-        meta = timeline.commit_metadata(target)
-        return [(s.path, s.partitionPath or "") for s in meta.write_stats() if s.path]
+    """The base files a pending instant that left no markers created (completed instants have
+    their markers replayed from their write stats first)."""
     from shoal.fs.naming import parse_base_file_name
 
     out = []
