@@ -329,3 +329,18 @@ def test_cli_clean_savepoint_restore(tmp_path, capsys):
     assert cli_main(["restore", b.t.path, first]) == 0
     assert _rows(b.t.read()) == b.as_of[first]
     assert cli_main(["restore", b.t.path, "20200101000000000"]) == 2
+
+
+def test_rollback_refuses_a_savepointed_commit(tmp_path):
+    from shoal.errors import InvalidArgumentError
+
+    t = shoal.Table.create(str(tmp_path / "t"), name="t", record_key="id", ordering_field="ts")
+    t.upsert(pa.table({"id": [1], "ts": [1]}))
+    last = t.upsert(pa.table({"id": [2], "ts": [1]}))
+    t.savepoint(last)
+    with pytest.raises(InvalidArgumentError, match="savepointed"):
+        t.rollback()
+    assert sorted(t.read()["id"].to_pylist()) == [1, 2]
+    t.delete_savepoint(last)
+    t.rollback()
+    assert t.read()["id"].to_pylist() == [1]

@@ -37,6 +37,7 @@ from shoal.timeline.instant import Instant
 from shoal.timeline.timeline import Timeline
 from shoal.write.input import to_arrow_table
 from shoal.write.schema import IS_DELETED_COLUMN, META_COLUMNS, strip_meta_columns
+from shoal.write.stream_writer import DEFAULT_BUCKET_BUFFER_BYTES, DEFAULT_TOTAL_BUFFER_BYTES, StreamWriter
 from shoal.write.writer import Operation, Writer, WriteResult
 
 # Options that define the table and are persisted in hoodie.properties at creation.
@@ -265,23 +266,46 @@ class Table:
             raise InvalidOptionError(f"unknown operation {operation!r}") from None
         return self._writer(options).write(data, op)
 
-    def rollback(self, instant: str | None = None) -> str:
-        """Rolls back the last completed data commit (or the given one, which must be the last)."""
-        from shoal.services.rollback import rollback_instant
+    def stream_writer(
+        self,
+        operation: str = "upsert",
+        bucket_buffer_bytes: int = DEFAULT_BUCKET_BUFFER_BYTES,
+        total_buffer_bytes: int = DEFAULT_TOTAL_BUFFER_BYTES,
+        options: Mapping[str, Any] | None = None,
+    ) -> StreamWriter:
+        """A streaming writer (``upsert`` or ``delete``): ``write(batch)`` buffers records per
+        file group, flushing a buffer above ``bucket_buffer_bytes`` and, while all of them
+        exceed ``total_buffer_bytes``, the largest; ``checkpoint()`` commits one commit (or
+        deltacommit) with everything since the last one. Use it as a context manager: leaving
+        the block checkpoints, an exception abandons the open checkpoint (nothing of it is
+        visible; the next write rolls it back). See ``shoal.write.stream_writer``."""
+        return StreamWriter(self._writer(options), operation, bucket_buffer_bytes, total_buffer_bytes)
 
-        timeline = self._timeline()
-        last = timeline.last_completed_data_instant()
-        if last is None:
-            raise InstantNotFoundError("nothing to roll back")
-        if instant is not None and instant != last.requested_time:
-            target = timeline.get(instant)
-            if target is None:
-                raise InstantNotFoundError(f"no instant {instant}")
-            raise InvalidArgumentError(
-                f"only the latest commit ({last.requested_time}) can be rolled back; "
-                "use restore for older ones"
-            )
-        return rollback_instant(self.storage, self.config, timeline, last)
+    def rollback(self, instant: str | None = None) -> str:
+        """Rolls back the last completed data commit (or the given one, which must be the last);
+        a savepointed commit is refused (delete the savepoint first), as in Hudi."""
+        from shoal.services.rollback import rollback_instant
+        from shoal.services.savepoint import savepointed_instants
+        from shoal.timeline.lock import WRITE, table_lock
+
+        with table_lock(self.storage, WRITE):
+            timeline = self._timeline()
+            last = timeline.last_completed_data_instant()
+            if last is None:
+                raise InstantNotFoundError("nothing to roll back")
+            if instant is not None and instant != last.requested_time:
+                target = timeline.get(instant)
+                if target is None:
+                    raise InstantNotFoundError(f"no instant {instant}")
+                raise InvalidArgumentError(
+                    f"only the latest commit ({last.requested_time}) can be rolled back; "
+                    "use restore for older ones"
+                )
+            if last.requested_time in savepointed_instants(timeline):
+                raise InvalidArgumentError(
+                    f"commit {last.requested_time} is savepointed: delete the savepoint to roll it back"
+                )
+            return rollback_instant(self.storage, self.config, timeline, last)
 
     # ---- compaction (merge-on-read) --------------------------------------------------------
 
