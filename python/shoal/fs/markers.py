@@ -18,10 +18,16 @@ def create_marker(
     """Records that ``instant`` is about to write ``data_file_path`` (CREATE, MERGE or APPEND).
 
     An APPEND marker holds the log file's size before the append (Java ignores marker
-    contents), so a rollback can cut a torn or uncommitted tail off and restore the file.
+    contents), so a rollback can cut a torn or uncommitted tail off and restore the file. Like
+    Hudi's append handle, it is created only if absent: when one instant appends to the same log
+    file more than once (the streaming writer flushing a bucket again), the marker keeps the
+    size before the first append, and a rollback restores the file as it was before the instant.
     """
+    marker = f"{marker_dir(instant)}/{data_file_path}.marker.{io_type}"
+    if io_type == "APPEND" and storage.exists(marker):
+        return
     content = b"" if append_offset is None else str(append_offset).encode()
-    storage.write_bytes(f"{marker_dir(instant)}/{data_file_path}.marker.{io_type}", content)
+    storage.write_bytes(marker, content)
 
 
 def append_offset(storage: Storage, instant: str, data_file_path: str) -> int | None:

@@ -48,6 +48,11 @@ class BucketAssigner:
     def records_per_new_file(self) -> int:
         return max(1, self.max_file_size // self.avg_record_size)
 
+    def small_file_capacity(self, sl: FileSlice) -> int:
+        """Records a small file can take before it reaches the maximum file size."""
+        assert sl.base_file is not None
+        return (self.max_file_size - sl.base_file.size) // self.avg_record_size
+
     def small_files(
         self, slices: Sequence[FileSlice], allow_logs: bool, exclude: frozenset[str] = frozenset()
     ) -> list[FileSlice]:
@@ -89,9 +94,7 @@ class BucketAssigner:
             for sl in self.small_files(slices, allow_logs, exclude):
                 if remaining <= 0:
                     break
-                assert sl.base_file is not None
-                capacity = (self.max_file_size - sl.base_file.size) // self.avg_record_size
-                take = min(remaining, capacity)
+                take = min(remaining, self.small_file_capacity(sl))
                 if take <= 0:
                     continue
                 if sl.file_id not in index_of:
@@ -109,3 +112,102 @@ class BucketAssigner:
             remaining -= take
         if plan:
             assignment.insert_plan[partition] = plan
+
+
+@dataclass
+class SmallFileAssign:
+    """A small file picked for a partition's inserts, and the records it can still take."""
+
+    slice: FileSlice
+    capacity: int
+
+
+@dataclass
+class PartitionAssignState:
+    """Where a partition's inserts go over the rounds of one write: the small files picked at
+    its first inserts (with their room left), then the newest new file group (with its room
+    left). Hudi's Flink BucketAssigner keeps the same small-file and new-file states."""
+
+    small_files: list[SmallFileAssign]
+    new_bucket: int | None = None
+    new_capacity: int = 0
+
+
+class RollingAssigner:
+    """Assigns the records of one write in rounds, as the streaming writer routes each incoming
+    batch within the same open instant (DESIGN §3.4).
+
+    Buckets persist across rounds: a file group has one bucket, whatever round its updates come
+    in; inserts keep filling the small files and the new file group earlier rounds opened before
+    new file groups are added. Sizing (small files, capacities) is the :class:`BucketAssigner`'s.
+    """
+
+    def __init__(self, sizing: BucketAssigner, allow_logs: bool) -> None:
+        self.sizing = sizing
+        # On merge-on-read, inserts go only to small files without logs, and not to a file group
+        # whose bucket takes updates only: that bucket is a cheap log append.
+        self.allow_logs = allow_logs
+        self.assignment = Assignment()
+        self._bucket_of: dict[tuple[str, str], int] = {}
+        self._states: dict[str, PartitionAssignState] = {}
+
+    def bucket_of(self, partition: str, file_id: str) -> int | None:
+        """The bucket of a file group, if one was assigned."""
+        return self._bucket_of.get((partition, file_id))
+
+    def _bucket(self, partition: str, file_id: str, existing: FileSlice | None) -> int:
+        idx = self._bucket_of.get((partition, file_id))
+        if idx is None:
+            idx = self._bucket_of[(partition, file_id)] = len(self.assignment.buckets)
+            self.assignment.buckets.append(Bucket(partition, file_id, existing))
+        return idx
+
+    def assign_updates(self, partition: str, existing: FileSlice, count: int) -> int:
+        """The bucket of the file group holding ``count`` more updated (or deleted) records."""
+        idx = self._bucket(partition, existing.file_id, existing)
+        self.assignment.buckets[idx].updates += count
+        return idx
+
+    def assign_inserts(
+        self, partition: str, count: int, slices: Sequence[FileSlice]
+    ) -> list[tuple[int, int]]:
+        """Buckets for ``count`` new records of ``partition``, as (bucket index, records), in
+        order: small files first, then the newest new file group, then new ones."""
+        state = self._states.get(partition)
+        if state is None:
+            picked = self.sizing.small_files(slices, self.allow_logs)
+            state = self._states[partition] = PartitionAssignState(
+                [SmallFileAssign(sl, self.sizing.small_file_capacity(sl)) for sl in picked]
+            )
+        plan: list[tuple[int, int]] = []
+        remaining = count
+        for small in state.small_files:
+            if remaining <= 0:
+                break
+            take = min(remaining, small.capacity)
+            if take <= 0 or not self._takes_inserts(partition, small.slice.file_id):
+                continue
+            idx = self._bucket(partition, small.slice.file_id, small.slice)
+            self.assignment.buckets[idx].inserts += take
+            small.capacity -= take
+            plan.append((idx, take))
+            remaining -= take
+        while remaining > 0:
+            if state.new_bucket is None or state.new_capacity <= 0:
+                state.new_bucket = self._bucket(partition, new_file_id(), None)
+                state.new_capacity = self.sizing.records_per_new_file()
+            take = min(remaining, state.new_capacity)
+            self.assignment.buckets[state.new_bucket].inserts += take
+            state.new_capacity -= take
+            plan.append((state.new_bucket, take))
+            remaining -= take
+        return plan
+
+    def _takes_inserts(self, partition: str, file_id: str) -> bool:
+        if self.allow_logs:
+            return True
+        idx = self._bucket_of.get((partition, file_id))
+        if idx is None:
+            return True
+        bucket = self.assignment.buckets[idx]
+        return bucket.inserts > 0 or bucket.updates == 0

@@ -406,13 +406,15 @@ class Writer:
                     write.deleted_logs = log_files_with_deletes(timeline)
                 here = existing.partition_path
                 if any((here, lf.name) in write.deleted_logs for lf in existing.log_files):
-                    rewrite = self._rewrite_spec(write, bucket_idx, task_id)
+                    rewrite = self.rewrite_spec(write, bucket_idx, task_id)
                     return dataclasses.replace(append, rewrite_if_key_deleted=rewrite)
             return append
-        return self._rewrite_spec(write, bucket_idx, task_id)
+        return self.rewrite_spec(write, bucket_idx, task_id)
 
-    def _rewrite_spec(self, write: PendingWrite, bucket_idx: int, task_id: int) -> CowWriteSpec:
-        """A new base file for the bucket: new records, or the slice merged with its records."""
+    def rewrite_spec(self, write: PendingWrite, bucket_idx: int, task_id: int) -> CowWriteSpec:
+        """A new base file for the bucket: new records, or the slice merged with its records
+        (whatever the table type; the streaming writer also merges into a base file the same
+        instant wrote before)."""
         mor = self.merge_on_read
         timeline = write.timeline
         event_time = self.config.merge_ordering == MergeOrdering.EVENT_TIME
