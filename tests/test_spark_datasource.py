@@ -34,6 +34,9 @@ from shoal.spark.read import spark_schema
 from tests.hudi_oracle import hudi_rs_read
 from tests.test_fixtures import ALL_FIXTURES, MOR_FIXTURES, _canonical, _sort_keys
 from tests.test_incremental import hudi_rs_incremental
+from tests.test_incremental_archived import _build as build_archived
+from tests.test_incremental_archived import _expected as archived_expected
+from tests.test_incremental_archived import _rows as archived_rows
 
 TRIPS = "mor_avro_v6_trips_8i3d"  # MOR, partitioned by city, 8 inserts then 3 deletes
 QUERY_TYPE = "hoodie.datasource.query.type"
@@ -137,6 +140,21 @@ def test_incremental_deletes_are_reported(ss, fixture_table):
     assert set(deleted["_hoodie_record_key"].to_pylist()) == set(
         hudi_rs_read(str(path), as_of=first)["_hoodie_record_key"].to_pylist()
     ) - set(hudi_rs_read(str(path))["_hoodie_record_key"].to_pylist())
+
+
+def test_incremental_into_archived_instants_falls_back_with_hudis_option(ss, tmp_path):
+    path, times = build_archived(tmp_path, "COPY_ON_WRITE")
+    options = {QUERY_TYPE: "incremental", "hoodie.datasource.read.begin.instanttime": times[1]}
+    with pytest.raises(Exception, match=f"earliest instant still available is {times[5]}"):
+        _load(ss, path, **options).collect()
+    options["hoodie.datasource.read.end.instanttime"] = times[6]
+    options["hoodie.datasource.read.incr.fallback.fulltablescan.enable"] = "true"
+    ours = _load(ss, path, **options).toArrow()
+    assert archived_rows(ours) == archived_expected(path, times[1], times[6])
+    fast = shoal.spark.read(
+        ss, path, query_type="incremental", start=times[1], end=times[6], fallback_full_scan=True
+    )
+    assert archived_rows(fast.toArrow()) == archived_expected(path, times[1], times[6])
 
 
 # ---- projection and filters ---------------------------------------------------------------------

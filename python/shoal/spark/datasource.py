@@ -83,6 +83,7 @@ QUERY_TYPE = "hoodie.datasource.query.type"
 BEGIN_INSTANT = "hoodie.datasource.read.begin.instanttime"
 END_INSTANT = "hoodie.datasource.read.end.instanttime"
 AS_OF_INSTANT = "as.of.instant"
+FALLBACK_FULL_SCAN = "hoodie.datasource.read.incr.fallback.fulltablescan.enable"
 _READ_ALIASES = {
     QUERY_TYPE: "query_type",
     "query_type": "query_type",
@@ -95,6 +96,7 @@ _READ_ALIASES = {
     "columns": "columns",
     "filters": "filters",
     "include_deletes": "include_deletes",
+    FALLBACK_FULL_SCAN: "fallback_full_scan",
 }
 
 
@@ -118,6 +120,7 @@ class ReadOptions:
     columns: tuple[str, ...] | None = None
     filters: tuple[Filter, ...] = ()
     include_deletes: bool = False
+    fallback_full_scan: bool = False
 
 
 def read_options(options: Mapping[str, str]) -> ReadOptions:
@@ -148,6 +151,7 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
         columns,
         _parse_filters(values.get("filters")),
         _parse_bool("include_deletes", values.get("include_deletes", "false")),
+        _parse_bool(FALLBACK_FULL_SCAN, values.get("fallback_full_scan", "false")),
     )
     check_arguments(qt, opts.as_of, opts.start, opts.end, opts.include_deletes)
     return opts
@@ -239,6 +243,7 @@ class ShoalReader(DataSourceReader):
             o.start,
             o.end,
             o.include_deletes,
+            o.fallback_full_scan,
         )
         shared = without_tasks(job)
         return [SlicePartition(shared, task) for task in job.tasks]

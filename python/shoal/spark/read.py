@@ -124,6 +124,7 @@ def plan_read(
     start: str | _dt.datetime | None = None,
     end: str | _dt.datetime | None = None,
     include_deletes: bool = False,
+    fallback_full_scan: bool = False,
 ) -> ReadJob:
     """Plans a read of the table at ``path`` into Spark tasks (arguments as :func:`read`)."""
     qt = normalize_query_type(query_type)
@@ -137,7 +138,9 @@ def plan_read(
     timeline = table._timeline()
     table_schema = table._schema(timeline)
     schema = output_schema(table, table_schema, qt, cols, include_deletes)
-    plan = inc.plan_read(table.storage, timeline, table_schema, start, end, cols, filters, include_deletes)
+    plan = inc.plan_read(
+        table.storage, timeline, table_schema, start, end, cols, filters, include_deletes, fallback_full_scan
+    )
     if include_deletes:
         by_partition: dict[str, tuple[list[inc.ReadSpec], list[inc.DeleteProbeSpec]]] = {}
         for spec in plan.changes:
@@ -252,16 +255,20 @@ def read(
     start: str | _dt.datetime | None = None,
     end: str | _dt.datetime | None = None,
     include_deletes: bool = False,
+    fallback_full_scan: bool = False,
 ) -> DataFrame:
     """Reads the table at ``path`` as a Spark DataFrame, one Spark task per file slice.
 
     Arguments as :meth:`shoal.Table.read` (``query_type`` ``snapshot`` or ``read_optimized``,
     ``as_of`` for time travel) and :meth:`shoal.Table.read_incremental` (``query_type=
-    "incremental"`` with ``start``, ``end``, ``include_deletes``). Only ``columns`` are read
-    from the files, and ``filters`` prune partitions and rows in the tasks. The plan is made
+    "incremental"`` with ``start``, ``end``, ``include_deletes``, and ``fallback_full_scan``:
+    Hudi's ``hoodie.datasource.read.incr.fallback.fulltablescan.enable``). Only ``columns`` are
+    read from the files, and ``filters`` prune partitions and rows in the tasks. The plan is made
     now, on the driver: the DataFrame reads the table as of this call.
     """
-    job = plan_read(path, columns, filters, query_type, as_of, start, end, include_deletes)
+    job = plan_read(
+        path, columns, filters, query_type, as_of, start, end, include_deletes, fallback_full_scan
+    )
     struct = spark_schema(job.schema)
     if not job.tasks:
         return spark.createDataFrame([], struct)
