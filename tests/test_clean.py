@@ -20,9 +20,9 @@ import pytest
 
 import shoal
 from shoal.config.write_config import WriteConfig
+from shoal.errors import CleanedInstantError
 from shoal.fs.view import FileSystemView
 from shoal.services import clean as clean_mod
-from shoal.services.clean import CleanedInstantError
 from shoal.timeline.instant_time import parse_instant
 from shoal.timeline.timeline import Timeline
 
@@ -409,3 +409,18 @@ def test_plan_and_metadata_decode_with_fastavro(tmp_path):
         assert pm["deletePathPatterns"] == pm["successDeleteFiles"]
         assert pm["failedDeleteFiles"] == []
         assert pm["isPartitionDeleted"] is False
+
+
+def test_incremental_read_ending_at_a_cleaned_slice_fails_clearly(tmp_path):
+    """A range ending in the past reads the slices as of its end; when the cleaner removed one,
+    the read fails (CleanedInstantError) instead of returning rows of another slice. Ranges up
+    to the latest commit, and ranges ending at retained commits, still read."""
+    t, model = _build(tmp_path / "t", "COPY_ON_WRITE", commits=8)
+    instants = _completed_commits(t)
+    t.clean(options={"hoodie.cleaner.commits.retained": "2"})
+    with pytest.raises(CleanedInstantError, match="earliest instant still readable"):
+        t.read_incremental(instants[0], instants[2])
+    latest = t.read_incremental(instants[5])
+    assert {r["_hoodie_commit_time"] for r in latest.to_pylist()} <= set(instants[6:])
+    assert latest.num_rows > 0
+    assert t.read_incremental(instants[5], instants[6]).num_rows > 0

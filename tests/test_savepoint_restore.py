@@ -13,10 +13,10 @@ import pytest
 
 import shoal
 from shoal.cli.main import main as cli_main
+from shoal.errors import CleanedInstantError
 from shoal.fs.naming import parse_base_file_name, parse_log_file_name
 from shoal.services import clean as clean_mod
 from shoal.services import restore as restore_mod
-from shoal.services.clean import CleanedInstantError
 from shoal.timeline.instant import Action
 from shoal.timeline.timeline import Timeline
 

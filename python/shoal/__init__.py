@@ -9,6 +9,7 @@
 
 from shoal import _native
 from shoal.errors import (
+    CleanedInstantError,
     CommitConflictError,
     CorruptDataError,
     CorruptTableError,
@@ -30,6 +31,7 @@ __version__ = _native.__version__
 __all__ = [
     "Change",
     "ChangeStream",
+    "CleanedInstantError",
     "CommitConflictError",
     "CorruptDataError",
     "CorruptTableError",

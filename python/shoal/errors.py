@@ -55,6 +55,10 @@ class InstantNotFoundError(ShoalError):
     """A requested instant is not on the (active or archived) timeline."""
 
 
+class CleanedInstantError(InstantNotFoundError):
+    """A read as of an instant needs file slices that the cleaner removed."""
+
+
 __all__ = [
     "CommitConflictError",
     "CorruptDataError",

@@ -48,6 +48,7 @@ from shoal.fs.view import FileSlice, FileSystemView
 from shoal.read.filters import Filter, prune_partitions
 from shoal.read.mor import MorSliceSpec, read_mor_slice
 from shoal.read.snapshot import SliceReadSpec, read_base_slice, unify
+from shoal.services.clean import ensure_retained
 from shoal.timeline.instant import Action, Instant
 from shoal.timeline.instant_time import format_instant
 from shoal.timeline.timeline import Timeline
@@ -259,6 +260,9 @@ class _Planner:
         if not touched:
             return plan
         view = FileSystemView(self.storage, self.timeline, self.rng.view_as_of, partitions=partitions)
+        if self.rng.view_as_of is not None:
+            # A range ending in the past reads the slices as of its end: they must still exist.
+            ensure_retained(self.timeline, view, self.rng.view_as_of)
         latest = {(s.partition_path, s.file_id): s for s in view.latest_file_slices()}
         commit_filter: Filter = (COMMIT_TIME, "in", list(self.rng.commit_times))
         for key in sorted(touched):

@@ -57,7 +57,7 @@ from shoal.config.write_config import (
     CLEANER_POLICY,
     WriteConfig,
 )
-from shoal.errors import InstantNotFoundError
+from shoal.errors import CleanedInstantError, InstantNotFoundError
 from shoal.executor.base import Executor
 from shoal.executor.local import LocalExecutor
 from shoal.fs.naming import parse_base_file_name, parse_log_file_name
@@ -90,10 +90,6 @@ class CleaningPolicy(str, enum.Enum):
     KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
     KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
     KEEP_LATEST_BY_HOURS = "KEEP_LATEST_BY_HOURS"
-
-
-class CleanedInstantError(InstantNotFoundError):
-    """A read as of an instant needs file slices that the cleaner removed."""
 
 
 @dataclass(frozen=True)
@@ -570,9 +566,10 @@ def ensure_retained(timeline: Timeline, view: FileSystemView, as_of: str) -> Non
     if not removed:
         return
     replaced = {g for g, t in _replaced_groups(timeline, None).items() if t <= as_of}
+    listed = set(view.partition_paths)
     for group, bases in sorted(removed.items()):
         older = [b for b in bases if b <= as_of]
-        if not older or group in replaced:
+        if not older or group in replaced or group[0] not in listed:
             continue
         fg = view.file_groups.get(group)
         # A pending clean's slices are still listed, and about to go.
