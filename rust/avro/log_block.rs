@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::json::{decode_datum, encode_datum};
 use crate::error::{Error, Result};
+use crate::logformat::avro_data::content_datums;
 use crate::logformat::block::{encode_block, len_i32, BlockType, HeaderKey, CONTENT_VERSION};
 use crate::logformat::datum::binary::Reader;
 use crate::logformat::datum::schema::Schema;
@@ -53,47 +54,18 @@ pub fn decode_json_content(content: &[u8], writer_schema_json: &str) -> Result<V
         Error::InvalidArgument(m) => Error::Corrupt(format!("SCHEMA header: {m}")),
         other => other,
     })?;
-    if content.len() < 8 {
-        return Err(Error::Corrupt(
-            "Avro data block content shorter than 8 bytes".into(),
-        ));
-    }
-    let version = i32::from_be_bytes([content[0], content[1], content[2], content[3]]);
-    if version != CONTENT_VERSION {
-        return Err(Error::Unsupported(format!(
-            "Avro data block content version {version} (only {CONTENT_VERSION} is supported)"
-        )));
-    }
-    let count = i32::from_be_bytes([content[4], content[5], content[6], content[7]]);
-    let count = usize::try_from(count)
-        .map_err(|_| Error::Corrupt(format!("negative record count {count}")))?;
-    if count > (content.len() - 8) / 4 {
-        return Err(Error::Corrupt(format!(
-            "record count {count} exceeds the block content"
-        )));
-    }
-    let mut records = Vec::with_capacity(count);
-    let mut pos = 8;
-    for i in 0..count {
-        let len_bytes = content
-            .get(pos..pos + 4)
-            .ok_or_else(|| Error::Corrupt(format!("record {i} length truncated")))?;
-        let len = i32::from_be_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]);
-        let len = usize::try_from(len)
-            .map_err(|_| Error::Corrupt(format!("record {i} has negative length {len}")))?;
-        pos += 4;
-        let datum = content
-            .get(pos..pos + len)
-            .ok_or_else(|| Error::Corrupt(format!("record {i} runs past the block content")))?;
+    let datums = content_datums(content)?;
+    let mut records = Vec::with_capacity(datums.len());
+    for (i, datum) in datums.into_iter().enumerate() {
         let mut r = Reader::new(datum);
         records.push(decode_datum(&schema, &mut r)?);
         if r.remaining() != 0 {
             return Err(Error::Corrupt(format!(
-                "record {i} leaves {} of its {len} bytes undecoded",
-                r.remaining()
+                "record {i} leaves {} of its {} bytes undecoded",
+                r.remaining(),
+                datum.len()
             )));
         }
-        pos += len;
     }
     Ok(records)
 }

@@ -76,6 +76,29 @@ fn content_prefix(content: &[u8]) -> Result<usize> {
     Ok(count)
 }
 
+/// The record datums of version-3 Avro data block content (a record count, then each record
+/// as a 4-byte big-endian length and its Avro binary datum), checked against the content's size.
+pub(crate) fn content_datums(content: &[u8]) -> Result<Vec<&[u8]>> {
+    let count = content_prefix(content)?;
+    let mut datums = Vec::with_capacity(count);
+    let mut pos = 8;
+    for i in 0..count {
+        let len_bytes = content
+            .get(pos..pos + 4)
+            .ok_or_else(|| Error::Corrupt(format!("record {i} length truncated")))?;
+        let len = i32::from_be_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]);
+        let len = usize::try_from(len)
+            .map_err(|_| Error::Corrupt(format!("record {i} has negative length {len}")))?;
+        pos += 4;
+        let datum = content
+            .get(pos..pos + len)
+            .ok_or_else(|| Error::Corrupt(format!("record {i} runs past the block content")))?;
+        datums.push(datum);
+        pos += len;
+    }
+    Ok(datums)
+}
+
 /// The record count an Avro data block's content declares.
 pub fn avro_data_record_count(content: &[u8]) -> Result<usize> {
     content_prefix(content)
@@ -97,22 +120,10 @@ pub fn decode_avro_data_content(
     })?;
     let reader = reader_schema_json.map(Schema::parse).transpose()?;
     let arrow_schema = Arc::new(record_to_arrow_schema(reader.as_ref().unwrap_or(&writer))?);
-    let count = content_prefix(content)?;
+    let datums = content_datums(content)?;
     let mut decoder = RecordDecoder::new(&writer, reader.as_ref(), arrow_schema)?;
-    let mut pos = 8;
-    for i in 0..count {
-        let len_bytes = content
-            .get(pos..pos + 4)
-            .ok_or_else(|| Error::Corrupt(format!("record {i} length truncated")))?;
-        let len = i32::from_be_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]);
-        let len = usize::try_from(len)
-            .map_err(|_| Error::Corrupt(format!("record {i} has negative length {len}")))?;
-        pos += 4;
-        let datum = content
-            .get(pos..pos + len)
-            .ok_or_else(|| Error::Corrupt(format!("record {i} runs past the block content")))?;
+    for datum in datums {
         decoder.decode(datum)?;
-        pos += len;
     }
     decoder.finish()
 }
