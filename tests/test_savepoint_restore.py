@@ -344,3 +344,30 @@ def test_rollback_refuses_a_savepointed_commit(tmp_path):
     t.delete_savepoint(last)
     t.rollback()
     assert t.read()["id"].to_pylist() == [1]
+
+
+def test_a_write_after_a_crashed_restore_finishes_it_first(tmp_path, monkeypatch):
+    b = Built(tmp_path / "t", "MERGE_ON_READ")
+    b.write(2)
+    sp = b.t.savepoint()
+    b.write(3)
+    real = restore_mod._roll_back
+    calls = []
+
+    def crash_on_second(*args):
+        if calls:
+            raise OSError("killed mid-restore")
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(restore_mod, "_roll_back", crash_on_second)
+    with pytest.raises(OSError, match="mid-restore"):
+        b.t.restore(sp)
+    monkeypatch.setattr(restore_mod, "_roll_back", real)
+    # The next write completes the restore before it plans: it writes on the savepoint's state.
+    b.t.upsert(pa.table({"id": [999], "part": ["p0"], "ts": [99], "v": ["new"]}))
+    restores = [i for i in b.t.instants() if i.action == Action.RESTORE]
+    assert [i.is_completed for i in restores] == [True]
+    expected = sorted([*b.as_of[sp], {"id": 999, "part": "p0", "ts": 99, "v": "new"}], key=lambda r: r["id"])
+    assert _rows(b.t.read()) == expected
+    assert _rows(hudi_rs_read(b.t.path)) == expected

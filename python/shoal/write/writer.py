@@ -210,9 +210,16 @@ class Writer:
         return pa.schema([f for f in schema if f.name not in META_COLUMNS])
 
     def rollback_failed_writes(self, timeline: Timeline) -> Timeline:
-        """Rolls back failed writes; returns the timeline to plan with."""
+        """Finishes a restore a crash left pending, then rolls back failed writes; returns the
+        timeline to plan with."""
+        from shoal.services.restore import finish_pending_restores
         from shoal.services.rollback import rollback_failed_writes
 
+        if any(i.action == Action.RESTORE for i in timeline.pending()):
+            # Half restored, the table is in no committed state: writing on it would lose the
+            # rest of the restore (Hudi refuses to write until the restore is completed).
+            finish_pending_restores(self.storage, self.config)
+            timeline = timeline.reload()
         # Failed writes must go before planning: hudi-rs would otherwise read their files.
         if rollback_failed_writes(self.storage, self.config, timeline):
             return timeline.reload()
