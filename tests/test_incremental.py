@@ -441,3 +441,37 @@ def test_read_with_query_type_incremental_is_read_incremental(built):
         table.read(start=lo)  # a snapshot read has no range
     with pytest.raises(InvalidArgumentError):
         table.read(query_type="incremental", as_of=hi)
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_ranges_spanning_a_compaction_and_a_clean_match_the_model(tmp_path, table_type):
+    """After a compaction (MOR) and a clean that keeps the last 3 commits, every range either
+    returns the model's changes or fails with InstantNotFoundError (its slices were cleaned):
+    never other rows. Ranges up to the latest commit without deletes always read."""
+    table, model = _build(tmp_path / "t", table_type)
+    extra: list[str] = []
+    if table_type == "MERGE_ON_READ":
+        extra += table.compact()
+    for version, keys in (("c9", range(30, 36)), ("c10", range(4, 8))):
+        records = _rows(keys, version)
+        model.upsert(table.upsert(_arrow(records)), records)
+    (clean,) = table.clean(options={"hoodie.cleaner.commits.retained": "3"})
+    assert clean > model.instants[-1]
+    read, refused = 0, 0
+    for lo in _bounds(model.instants) + extra:
+        for hi in [None, *model.instants, *extra]:
+            if lo is not None and hi is not None and hi <= lo:
+                continue
+            try:
+                got = _ours(table, lo, hi)
+            except InstantNotFoundError:
+                refused += 1
+                continue
+            assert got == model.changes(lo, hi), f"range ({lo}, {hi}]"
+            read += 1
+        changed = table.read_incremental(lo, None)
+        expected = model.changes(lo, None)[0]
+        assert {
+            (r["p"], r["id"]): (r["_hoodie_commit_time"], r["v"], r["ts"]) for r in changed.to_pylist()
+        } == (expected)
+    assert read > 0 and refused > 0
