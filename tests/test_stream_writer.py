@@ -8,7 +8,6 @@ table written with one ``Table.upsert`` per checkpoint; shoal and hudi-rs both r
 from __future__ import annotations
 
 import math
-import os
 import random
 import threading
 from pathlib import Path
@@ -410,11 +409,10 @@ def test_bad_input_and_options(tmp_path):
     assert writer.close() is not None
     with pytest.raises(InvalidArgumentError):
         writer.write(_table([_row(3, "sf", 1)]))
-    assert table.instants() and len(_data_instants(table)) == 1
+    assert len(_data_instants(table)) == 1 and _pending(table) == []
     model = Model(partitioned=True)
     model.upsert([_row(1, "sf", 1), _row(2, "sf", 1)])
     _check(table, model, "after bad input")
-    assert os.path.isdir(table.path)
 
 
 def test_mor_slice_rewrite_after_appends_of_the_same_instant(tmp_path):
