@@ -153,3 +153,20 @@ def test_planned_tasks_run_on_spark_like_on_threads(spark, tmp_path):
     assert rows_by(local.read(), columns, ["id"]) == want
     assert rows_by(hudi_rs_read(path, read_optimized=True), columns, ["id"]) == want
     assert compact(spark, path) == []  # nothing left to compact
+
+
+def test_clean_and_archive_from_spark(spark, tmp_path):
+    path = str(tmp_path / "t")
+    table = shoal.Table.create(path, name="t", record_key="id", partition_by="part", ordering_field="ts")
+    for ts in range(1, 5):  # every upsert rewrites the same file groups
+        table.upsert(_rows(12, 0, ts))
+    versions = len(_data_files(path))
+    cleaned = shoal.spark.clean(spark, path, options={"hoodie.cleaner.commits.retained": "1"})
+    assert len(cleaned) == 1
+    remaining = _data_files(path)
+    assert len(remaining) < versions
+    latest = {s.base_file.path for s in shoal.Table(path).file_slices() if s.base_file}
+    assert latest <= remaining
+    columns = ["id", "part", "ts", "v"]
+    assert rows_by(hudi_rs_read(path), columns, ["id"]) == rows_by(_rows(12, 0, 4), columns, ["id"])
+    assert shoal.spark.archive(spark, path).archived == []  # nothing old enough to archive yet

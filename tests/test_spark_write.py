@@ -257,3 +257,77 @@ def test_bad_input_fails_typed_before_the_timeline_changes(spark, tmp_path):
         spark_write(spark.createDataFrame(pa.table({"k": ["c"]})), path)
     assert shoal.Table(path).instants() == before
     assert rows_by(hudi_rs_read(path), ["k", "v"], ["k"]) == [{"k": "a", "v": 1}]
+
+
+def test_unconfirmed_tags_differ_from_exact_ones_only_by_bloom_false_positives(tmp_path):
+    """The Spark writer tags a key without reading a file when only that file's footer lets
+    the key through: keys the table holds get the exact tags, and a key no file holds may get
+    a file id (a bloom false positive, which that file group's write takes as an insert)."""
+    from shoal.index.bloom import BloomIndex
+
+    table = shoal.Table.create(
+        str(tmp_path / "t"),
+        name="t",
+        record_key="id",
+        options={
+            "hoodie.parquet.max.file.size": "4000",
+            "hoodie.parquet.small.file.limit": "0",
+            "hoodie.index.bloom.num_entries": "20",
+            "hoodie.index.bloom.fpp": "0.2",
+            "hoodie.bloom.index.filter.type": "SIMPLE",
+        },
+    )
+    for start in (0, 2, 4, 6):  # interleaved keys: every file's key range overlaps the others'
+        ids = list(range(start, 400, 8))
+        table.insert(pa.table({"id": pa.array(ids, pa.int64()), "v": ids}))
+    slices = table.file_slices()
+    assert len(slices) >= 4
+    keys = pa.array([str(k) for k in range(400)])
+    index = BloomIndex(table.storage)
+    (exact,) = index.tag([(keys, slices)])
+    (loose,) = index.tag([(keys, slices)], confirm=False)
+    exact, loose = exact.to_pylist(), loose.to_pylist()
+    assert all(exact[k] is not None for k in range(0, 400, 2))
+    assert all(loose[k] == exact[k] for k in range(0, 400, 2))
+    false_positives = [k for k in range(1, 400, 2) if loose[k] is not None]
+    assert false_positives, "the tiny blooms should let some new keys through"
+    assert all(exact[k] is None for k in range(1, 400, 2))
+
+
+def test_merge_on_read_new_keys_never_land_in_logs_on_bloom_false_positives(spark, tmp_path):
+    """With filters that let most keys through, Spark upserts into merge-on-read file groups
+    (log appends) must still put new keys into base files: the bloom index of a later write
+    looks at base files only, and would insert such a key a second time."""
+    path = str(tmp_path / "t")
+    options = {
+        "hoodie.table.name": "fp",
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.precombine.field": "ts",
+        "hoodie.datasource.write.table.type": "MERGE_ON_READ",
+        "hoodie.index.bloom.num_entries": "5",
+        "hoodie.index.bloom.fpp": "0.5",
+        "hoodie.bloom.index.filter.type": "SIMPLE",
+        "hoodie.bloom.index.prune.by.ranges": "false",
+    }
+
+    def rows(ids, ts):
+        return pa.table({"id": pa.array(ids, pa.int64()), "ts": pa.array([ts] * len(ids), pa.int64())})
+
+    spark_write(spark.createDataFrame(rows(range(0, 60, 2), 1)), path, "bulk_insert", options)
+    # Updates of even keys (log appends) and new odd keys, many of them bloom false positives.
+    spark_write(spark.createDataFrame(rows(list(range(0, 60, 2)) + list(range(1, 60, 2)), 2)), path)
+    # Every new key is in a base file: the read-optimized view (base files only) has them all.
+    base_ids = shoal.Table(path).read(columns=["id"], query_type="read_optimized").column("id").to_pylist()
+    assert set(range(1, 60, 2)) <= set(base_ids)
+    assert any(".log." in s.path for stats in _commits(path) for s in stats if s.path)
+    # A local (exact) upsert of the new keys finds them, in base files.
+    shoal.Table(path).upsert(rows(range(1, 60, 2), 3))
+    want = [{"id": i, "ts": 2 if i % 2 == 0 else 3} for i in range(60)]
+    assert rows_by(shoal.Table(path).read(), ["id", "ts"], ["id"]) == want
+    assert rows_by(hudi_rs_read(path), ["id", "ts"], ["id"]) == want
+
+
+def _commits(path: str) -> list[list]:
+    table = shoal.Table(path)
+    timeline = Timeline.load(table.storage, table.config)
+    return [timeline.commit_metadata(i).write_stats() for i in timeline.completed_data_instants()]

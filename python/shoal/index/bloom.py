@@ -3,6 +3,8 @@ candidates by reading only the record-key column of candidate files."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -28,6 +30,7 @@ class BloomIndex:
         workers: int = 4,
         use_footers: bool = True,
         footers: Mapping[str, KeyFooter] | None = None,
+        cache_keys: bool = False,
     ) -> None:
         self.storage = storage
         self.prune_by_ranges = prune_by_ranges
@@ -36,10 +39,21 @@ class BloomIndex:
         # Footers known in advance by base file path (a Spark driver broadcasts them to its
         # tasks); any other file's footer is read from the file.
         self.footers = footers or {}
+        # Keep key columns read for confirmation in this process (bounded; base files never
+        # change): a Spark worker tags one input partition after another against the same files.
+        self.cache_keys = cache_keys
 
-    def tag(self, partitions: Sequence[tuple[pa.Array, Sequence[FileSlice]]]) -> list[pa.Array]:
+    def tag(
+        self, partitions: Sequence[tuple[pa.Array, Sequence[FileSlice]]], confirm: bool = True
+    ) -> list[pa.Array]:
         """For each partition's keys and file slices: per key, the file id of the slice holding
-        it, or null for a new record. All (partition, file) lookups share one thread pool."""
+        it, or null for a new record. All (partition, file) lookups share one thread pool.
+
+        ``confirm=False`` is for writers whose task for a file group reads that file anyway (the
+        Spark writer): a key that only one file may hold by its footer (key range and bloom
+        filter) is tagged with that file unread. Such a tag can be a bloom false positive, a key
+        no file holds, which the file group's write then takes as an insert. Keys that several
+        files may hold are confirmed by reading the key columns, as with ``confirm=True``."""
         work = [
             (i, keys, s)
             for i, (keys, slices) in enumerate(partitions)
@@ -48,6 +62,8 @@ class BloomIndex:
             if s.base_file is not None
         ]
         file_ids = [pa.nulls(len(keys), pa.string()) for keys, _ in partitions]
+        if not confirm and self.use_footers:
+            return self._tag_unconfirmed(partitions, work, file_ids)
         with ThreadPoolExecutor(max_workers=self.workers) as pool:
             hits = pool.map(lambda item: (item, self._lookup(item[1], item[2])), work)
             for (i, keys, sl), found in hits:
@@ -55,6 +71,47 @@ class BloomIndex:
                     continue
                 mask = _mask_from_indices(found, len(keys))
                 file_ids[i] = pc.if_else(mask, pa.scalar(sl.file_id), file_ids[i])
+        return file_ids
+
+    def _tag_unconfirmed(
+        self,
+        partitions: Sequence[tuple[pa.Array, Sequence[FileSlice]]],
+        work: list[tuple[int, pa.Array, FileSlice]],
+        file_ids: list[pa.Array],
+    ) -> list[pa.Array]:
+        def candidates(item: tuple[int, pa.Array, FileSlice]) -> tuple[np.ndarray, int] | None:
+            """Indices of the keys the file may hold, and how much each counts: a file without
+            a bloom filter counts twice, so its candidates are always confirmed."""
+            _, keys, sl = item
+            found = self._prune_with_footer(keys, sl)
+            if found is None:
+                return None
+            idx = found[0]
+            assert sl.base_file is not None
+            weight = 1 if self._footer(sl.base_file.path).bloom is not None else 2
+            return (np.arange(len(keys)) if idx is None else idx.to_numpy(zero_copy_only=False)), weight
+
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            found = [
+                (item, c[0], c[1]) for item, c in zip(work, pool.map(candidates, work), strict=True) if c
+            ]
+            counts = [np.zeros(len(keys), dtype=np.int32) for keys, _ in partitions]
+            for (i, _, _), idx, weight in found:
+                counts[i][idx] += weight
+            shared = []
+            for (i, keys, sl), idx, _ in found:
+                only_here = idx[counts[i][idx] == 1]
+                if len(only_here):
+                    mask = _mask_from_indices(pa.array(only_here), len(keys))
+                    file_ids[i] = pc.if_else(mask, pa.scalar(sl.file_id), file_ids[i])
+                elsewhere_too = idx[counts[i][idx] > 1]
+                if len(elsewhere_too):
+                    shared.append((i, keys, sl, pa.array(elsewhere_too)))
+            confirmed = pool.map(lambda item: self._lookup(item[1].take(item[3]), item[2]), shared)
+            for (i, keys, sl, idx), held in zip(shared, confirmed, strict=True):
+                if held is not None and len(held):
+                    mask = _mask_from_indices(idx.take(held), len(keys))
+                    file_ids[i] = pc.if_else(mask, pa.scalar(sl.file_id), file_ids[i])
         return file_ids
 
     def _lookup(self, keys: pa.Array, sl: FileSlice) -> pa.Array | None:
@@ -66,18 +123,31 @@ class BloomIndex:
             if found is None:
                 return None
             idx, probe = found
-        with self.storage.open_input_file(sl.base_file.path) as f:
-            file_keys = pq.read_table(f, columns=[RECORD_KEY]).column(RECORD_KEY)
+        file_keys = self._file_keys(sl.base_file.path)
         # Hash the probed keys, far fewer than the file's, then only the file keys that matched.
         held = file_keys.filter(pc.is_in(file_keys, value_set=probe))
         sel = pc.indices_nonzero(pc.is_in(probe, value_set=held))
         return sel if idx is None else idx.take(sel)
 
+    def _file_keys(self, path: str) -> pa.ChunkedArray:
+        full = self.storage.full_path(path)
+        cached = _key_columns.get(full) if self.cache_keys else None
+        if cached is not None:
+            return cached
+        with self.storage.open_input_file(path) as f:
+            keys = pq.read_table(f, columns=[RECORD_KEY]).column(RECORD_KEY)
+        if self.cache_keys:
+            _key_columns.put(full, keys)
+        return keys
+
+    def _footer(self, path: str) -> KeyFooter:
+        return self.footers.get(path) or read_key_footer(self.storage, path)
+
     def _prune_with_footer(self, keys: pa.Array, sl: FileSlice) -> tuple[pa.Array | None, pa.Array] | None:
         """Keys that may be in the file by its min/max keys and bloom filter: (their indices into
         ``keys`` or None for all, the keys themselves); None when no key can be there."""
         assert sl.base_file is not None
-        footer = self.footers.get(sl.base_file.path) or read_key_footer(self.storage, sl.base_file.path)
+        footer = self._footer(sl.base_file.path)
         idx: pa.Array | None = None
         probe = keys
         if self.prune_by_ranges and footer.min_key is not None and footer.max_key is not None:
@@ -100,3 +170,36 @@ def _mask_from_indices(indices: pa.Array, n: int) -> pa.Array:
     mask = np.zeros(n, dtype=bool)
     mask[indices.to_numpy(zero_copy_only=False)] = True
     return pa.array(mask)
+
+
+class _KeyColumnCache:
+    """Record-key columns of base files by full path, least recently used out first, within a
+    byte budget."""
+
+    def __init__(self, capacity_bytes: int) -> None:
+        self.capacity_bytes = capacity_bytes
+        self._items: OrderedDict[str, pa.ChunkedArray] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, path: str) -> pa.ChunkedArray | None:
+        with self._lock:
+            keys = self._items.get(path)
+            if keys is not None:
+                self._items.move_to_end(path)
+            return keys
+
+    def put(self, path: str, keys: pa.ChunkedArray) -> None:
+        if keys.nbytes > self.capacity_bytes:
+            return
+        with self._lock:
+            if path in self._items:
+                return
+            self._items[path] = keys
+            self._bytes += keys.nbytes
+            while self._bytes > self.capacity_bytes:
+                _, evicted = self._items.popitem(last=False)
+                self._bytes -= evicted.nbytes
+
+
+_key_columns = _KeyColumnCache(capacity_bytes=512 * 1024 * 1024)

@@ -11,5 +11,7 @@ from shoal.index.bloom import BloomIndex
 class SimpleIndex(BloomIndex):
     """Hudi's ``SIMPLE`` index type."""
 
-    def __init__(self, storage: Storage, workers: int = 4) -> None:
-        super().__init__(storage, prune_by_ranges=False, workers=workers, use_footers=False)
+    def __init__(self, storage: Storage, workers: int = 4, cache_keys: bool = False) -> None:
+        super().__init__(
+            storage, prune_by_ranges=False, workers=workers, use_footers=False, cache_keys=cache_keys
+        )

@@ -1,5 +1,6 @@
 """Table services run by Spark: each is the local service with a :class:`SparkExecutor`, so the
-plan is made on the driver and its tasks (one per compaction operation) run on the cluster."""
+plan is made on the driver and its tasks (one per compaction operation, one per partition's clean
+deletes) run on the cluster."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from shoal.services.archive import ArchiveResult
 from shoal.spark.executor import SparkExecutor
 from shoal.table import Table
 from shoal.timeline.commit_metadata import CommitMetadata
@@ -33,3 +35,18 @@ def run_compaction(
     """Executes the pending compaction ``instant`` with one Spark task per operation (a failed
     earlier attempt is rolled back first) and returns its commit metadata."""
     return spark_table(spark, path, options).run_compaction(instant)
+
+
+def clean(
+    spark: SparkSession, path: str, force: bool = True, options: Mapping[str, Any] | None = None
+) -> list[str]:
+    """Cleans old file versions (``hoodie.cleaner.*``) with one Spark task per partition's
+    deletes; returns the clean instants completed. A retried task reports the files its failed
+    attempt already deleted as failed deletes, as Hudi does for files already gone."""
+    return spark_table(spark, path, options).clean(force=force)
+
+
+def archive(spark: SparkSession, path: str, options: Mapping[str, Any] | None = None) -> ArchiveResult:
+    """Archives old instants (``hoodie.keep.*``). Archival moves timeline files only and has no
+    tasks: it runs on the driver, as ``Table.archive``."""
+    return spark_table(spark, path, options).archive()

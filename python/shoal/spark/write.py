@@ -8,7 +8,9 @@ in Spark (DESIGN §3.1):
    files of the table with their footers' key ranges and bloom filters, tasks probe the filters
    and confirm candidates by reading the key column of candidate files (``BloomIndex``). Every
    row also gets its position in the input, so that deduplication can keep the later of two
-   equal records as the local writer does. The result is persisted.
+   equal records as the local writer does. The result is checkpointed on the executors
+   (``localCheckpoint``): the input is evaluated once, and rows kept as rows cost far less to
+   keep than a columnar cache.
 2. *count* records per (partition, file group or new, operation): the workload profile, on the
    driver.
 3. *assign* buckets on the driver with the local writer's ``BucketAssigner``: updates go to the
@@ -37,7 +39,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark import StorageLevel, TaskContext
+from pyspark import TaskContext
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
@@ -238,6 +240,11 @@ class PrepareSpec:
     # Whether to tag (an index lookup is needed), and the token of this write's broadcast.
     tag: bool
     write_token: str
+    # Whether tags must be confirmed by reading candidate files (BloomIndex.tag): on
+    # merge-on-read tables, an update of a file group becomes a log append, and a bloom false
+    # positive there would put a new key into a log, where no bloom index finds it again.
+    # Copy-on-write rewrites of a file group take such keys into its base file.
+    confirm_tags: bool
 
 
 @dataclass(frozen=True)
@@ -277,15 +284,15 @@ class SparkWrite:
         self.writer = Writer(table.storage, table.config, table.write_config, table.keygen, table.executor)
         self.after_task_write = after_task_write
         self.timings: dict[str, float] = {}
-        self._cached: list[Any] = []  # persisted DataFrames and broadcasts, released after the write
+        self._broadcasts: list[Any] = []  # released after the write
 
     def run(self, df: DataFrame) -> WriteResult:
         with table_lock(self.table.storage, WRITE):
             try:
                 result = self._run(df)
             finally:
-                for cached in self._cached:
-                    cached.unpersist()
+                for broadcast in self._broadcasts:
+                    broadcast.unpersist()
             result.timings.update(self.timings)
             return result
 
@@ -302,11 +309,10 @@ class SparkWrite:
         tag_context = self._tag_context(timeline) if spec.tag else None
         t = self._phase("plan_tagging", t)
         broadcast = self.spark.sparkContext.broadcast(tag_context)
-        self._cached.append(broadcast)
+        self._broadcasts.append(broadcast)
         prepared = df.mapInArrow(
             functools.partial(_prepare_task, spec, broadcast), from_arrow_schema(spec.output_schema)
-        ).persist(StorageLevel.MEMORY_AND_DISK)
-        self._cached.append(prepared)
+        ).localCheckpoint(eager=False)
         with spark_job(self.spark.sparkContext, f"shoal {op.value.lower()}: prepare and tag"):
             counts = prepared.groupBy(PARTITION_PATH, TAG_COLUMN, OP_COLUMN).count().collect()
         t = self._phase("prepare_tag_count", t)
@@ -398,6 +404,7 @@ class SparkWrite:
             output_schema=output,
             tag=make_index(self.table.storage, self.table.write_config, op) is not None,
             write_token=uuid.uuid4().hex,
+            confirm_tags=self.writer.merge_on_read,
         )
 
     def _tag_context(self, timeline: Timeline) -> TagContext:
@@ -586,7 +593,8 @@ def _task_index(spec: PrepareSpec, context: TagContext) -> BloomIndex | None:
             path: KeyFooter(lo, hi, _native.BloomFilter.from_footer(bloom, code) if bloom else None)
             for path, (lo, hi, bloom, code) in context.footers.items()
         }
-    return make_index(Storage(spec.base_uri), wc.WriteConfig(spec.write_options), spec.operation, footers)
+    storage, write_config = Storage(spec.base_uri), wc.WriteConfig(spec.write_options)
+    return make_index(storage, write_config, spec.operation, footers, cache_keys=True)
 
 
 def _keygen(properties: dict[str, str]) -> KeyGenerator:
@@ -613,17 +621,20 @@ def _prepare_chunk(
         spec.fill_missing,
     )
     n = keyed.num_rows
-    tags = tag_rows(keyed, index, slices) if index is not None else pa.nulls(n, pa.string())
+    tags = pa.nulls(n, pa.string()) if index is None else tag_rows(keyed, index, slices, spec.confirm_tags)
     seq = pa.array(np.arange(offset, offset + n, dtype=np.int64))
     out = keyed.append_column(TAG_COLUMN, tags).append_column(SEQ_COLUMN, seq)
     yield from out.cast(spec.output_schema).to_batches()
 
 
-def tag_rows(records: pa.Table, index: BloomIndex, slices: Mapping[str, list[FileSlice]]) -> pa.Array:
-    """The file id holding each record's key (null for new keys), in row order."""
+def tag_rows(
+    records: pa.Table, index: BloomIndex, slices: Mapping[str, list[FileSlice]], confirm: bool
+) -> pa.Array:
+    """The file id holding each record's key (null for new keys), in row order; ``confirm``:
+    see BloomIndex.tag."""
     groups = group_rows(records.column(PARTITION_PATH))
     keys = records.column(RECORD_KEY)
-    tags = index.tag([(keys.take(rows).combine_chunks(), slices.get(p, [])) for p, rows in groups])
+    tags = index.tag([(keys.take(rows).combine_chunks(), slices.get(p, [])) for p, rows in groups], confirm)
     if not groups:
         return pa.nulls(0, pa.string())
     order = pa.concat_arrays([rows for _, rows in groups]).to_numpy(zero_copy_only=False)

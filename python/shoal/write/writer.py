@@ -575,16 +575,20 @@ def make_index(
     wc: WriteConfig,
     operation: Operation,
     footers: Mapping[str, KeyFooter] | None = None,
+    cache_keys: bool = False,
 ) -> BloomIndex | None:
     """The index that tags ``operation``'s records (``hoodie.index.type``); None when the
-    operation needs no lookup (inserts that allow duplicates). ``footers``: see BloomIndex."""
+    operation needs no lookup (inserts that allow duplicates). ``footers``, ``cache_keys``:
+    see BloomIndex."""
     if operation == Operation.BULK_INSERT:
         return None
     if operation == Operation.INSERT and wc.get(ALLOW_DUPLICATE_ON_INSERTS):
         return None
     if wc.get(INDEX_TYPE) == "SIMPLE":
-        return SimpleIndex(storage)
-    return BloomIndex(storage, prune_by_ranges=wc.get(BLOOM_PRUNE_BY_RANGES), footers=footers)
+        return SimpleIndex(storage, cache_keys=cache_keys)
+    return BloomIndex(
+        storage, prune_by_ranges=wc.get(BLOOM_PRUNE_BY_RANGES), footers=footers, cache_keys=cache_keys
+    )
 
 
 def run_write_task(
