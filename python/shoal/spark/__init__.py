@@ -18,7 +18,7 @@ from shoal.spark.session import local_session
 __all__ = ["local_session", "read", "register"]
 
 from shoal.spark.executor import SparkExecutor
-from shoal.spark.services import compact, run_compaction, spark_table
+from shoal.spark.services import archive, clean, compact, run_compaction, spark_table
 from shoal.spark.write import write  # the function shadows its module's name on the package
 
-__all__ += ["SparkExecutor", "compact", "run_compaction", "spark_table", "write"]
+__all__ += ["SparkExecutor", "archive", "clean", "compact", "run_compaction", "spark_table", "write"]
