@@ -10,12 +10,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from shoal import _native
 from shoal.fs.markers import create_marker
 from shoal.fs.naming import base_file_name, write_token
 from shoal.fs.storage import Storage
+from shoal.index.bloom_reuse import BloomConfig, extended_footer
+from shoal.index.footer import BLOOM_FILTER_KEY, BLOOM_FILTER_TYPE_KEY, MAX_RECORD_KEY, MIN_RECORD_KEY
 from shoal.read.mor import MorSliceSpec, read_mor_slice
 from shoal.timeline.commit_metadata import NULL_COMMIT, WriteStat
-from shoal.write.base_file import BaseFileOptions, base_file_rows, constant_column, write_base_file
+from shoal.write.base_file import (
+    BaseFileOptions,
+    KeyFooterValues,
+    base_file_rows,
+    constant_column,
+    write_base_file,
+)
 from shoal.write.schema import META_COLUMNS
 
 RECORD_KEY = "_hoodie_record_key"
@@ -61,8 +70,9 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
     ops = records.column(OP_COLUMN) if OP_COLUMN in records.column_names else None
     kept = None
     num_deletes_hit = 0
+    old_footer: dict[bytes, bytes] = {}
     if rewrite:
-        old = _read_old(spec, storage)
+        old, old_footer = _read_old(spec, storage)
         old_keys = old.column(RECORD_KEY)
         # Every membership test hashes the incoming side: a bucket's records are far fewer than
         # the rows of the file they update.
@@ -85,14 +95,19 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
         upserts = upserts.drop_columns([OP_COLUMN])
     new_rows = base_file_rows(upserts, spec.instant, spec.task_id, name, spec.partition_path)
     num_updates = 0
+    keys = None
     if rewrite:
-        num_updates = pc.sum(pc.is_in(upserts.column(RECORD_KEY), value_set=matched_keys)).as_py() or 0
+        updated = pc.is_in(upserts.column(RECORD_KEY), value_set=matched_keys)
+        num_updates = pc.sum(updated).as_py() or 0
+        if num_deletes_hit == 0:
+            inserted = upserts.column(RECORD_KEY).filter(pc.invert(updated))
+            keys = _extended_key_footer(old_footer, spec.options, inserted)
     if kept is not None and kept.num_rows:
         kept = kept.add_column(FILE_NAME_INDEX, FILE_NAME, constant_column(name, kept.num_rows))
         out = pa.concat_tables([kept, new_rows], promote_options="permissive")
     else:
         out = new_rows
-    size = write_base_file(storage, path, out, spec.options)
+    size = write_base_file(storage, path, out, spec.options, keys)
     return WriteStat(
         fileId=spec.file_id,
         path=path,
@@ -112,20 +127,45 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
     )
 
 
-def _read_old(spec: CowWriteSpec, storage: Storage) -> pa.Table:
+def _read_old(spec: CowWriteSpec, storage: Storage) -> tuple[pa.Table, dict[bytes, bytes]]:
     """The records the new slice carries over, without ``_hoodie_file_name`` (it is rewritten) and
-    with the per-file columns as dictionaries, like the new rows (base_file_rows)."""
+    with the per-file columns as dictionaries, like the new rows (base_file_rows); and the old
+    base file's footer metadata when the slice is that file alone (else empty)."""
     if spec.old_slice is not None:
         old = read_mor_slice(spec.old_slice, storage).drop_columns([FILE_NAME])
         for column in _DICTIONARY_COLUMNS:
             i = old.column_names.index(column)
             old = old.set_column(i, column, pc.dictionary_encode(old.column(column)))
-        return old
+        return old, {}
     assert spec.old_base_path is not None
     with storage.open_input_file(spec.old_base_path) as f:
         # Read as dictionaries, these columns decode to indices only and write back the same way.
         pf = pq.ParquetFile(f, read_dictionary=_DICTIONARY_COLUMNS)
-        return pf.read(columns=[c for c in pf.schema_arrow.names if c != FILE_NAME])
+        old = pf.read(columns=[c for c in pf.schema_arrow.names if c != FILE_NAME])
+        return old, pf.metadata.metadata or {}
+
+
+def _extended_key_footer(
+    old_footer: dict[bytes, bytes], opts: BaseFileOptions, inserted: pa.ChunkedArray
+) -> KeyFooterValues | None:
+    """The new file's record-key footer entries from the old file's, for a merge that removed
+    none of its keys (the new keys are the old ones and ``inserted``); None when they have to be
+    computed from the records (the old footer lacks them, or its filter cannot be reused)."""
+    value = old_footer.get(BLOOM_FILTER_KEY.encode())
+    lo, hi = old_footer.get(MIN_RECORD_KEY.encode()), old_footer.get(MAX_RECORD_KEY.encode())
+    if value is None or lo is None or hi is None:
+        return None
+    type_code = old_footer.get(BLOOM_FILTER_TYPE_KEY.encode())
+    config = BloomConfig(opts.bloom_type, opts.bloom_num_entries, opts.bloom_fpp, opts.bloom_max_entries)
+    new_keys = inserted.combine_chunks()
+    bloom = extended_footer(value.decode(), type_code.decode() if type_code else None, config, new_keys)
+    if bloom is None:
+        return None
+    min_key, max_key = lo.decode(), hi.decode()
+    bounds = _native.key_bounds(new_keys) if len(new_keys) else None
+    if bounds is not None:
+        min_key, max_key = min(min_key, bounds[0]), max(max_key, bounds[1])
+    return KeyFooterValues(min_key, max_key, bloom)
 
 
 def _drop_stale(records: pa.Table, old: pa.Table, ordering_field: str) -> pa.Table:

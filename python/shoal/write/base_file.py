@@ -89,21 +89,32 @@ def avro_schema_for(schema: pa.Schema, table_name: str) -> str:
     return _native.arrow_to_avro_schema(schema, f"{table_name}_record", f"hoodie.{table_name}")
 
 
-def write_base_file(storage: Storage, path: str, data: pa.Table, opts: BaseFileOptions) -> int:
+@dataclass(frozen=True)
+class KeyFooterValues:
+    """A base file's record-key footer entries: its least and greatest key and the value of its
+    bloom filter (of the configured type)."""
+
+    min_key: str
+    max_key: str
+    bloom: str
+
+
+def write_base_file(
+    storage: Storage, path: str, data: pa.Table, opts: BaseFileOptions, keys: KeyFooterValues | None = None
+) -> int:
     """Writes ``data`` (meta columns included) to ``path``; returns the file size in bytes.
-    Dictionary columns are stored as their value type."""
+    Dictionary columns are stored as their value type. ``keys``: the footer's record-key entries
+    when the caller knows them for the records of ``data`` (a merge reusing the replaced file's
+    bloom filter); computed from ``data`` otherwise."""
     # Chunks of a dictionary column must share one dictionary: on a change the parquet writer
     # falls back to plain encoding for the rest of the column chunk.
     data = data.unify_dictionaries()
-    keys = data.column("_hoodie_record_key").combine_chunks()
     meta: dict[str, str] = {}
-    # Record keys are never null, so there are bounds exactly when there are records.
-    bounds = _native.key_bounds(keys)
-    if bounds is not None:
-        meta[MIN_RECORD_KEY], meta[MAX_RECORD_KEY] = bounds
-        meta[BLOOM_FILTER_KEY] = _native.bloom_footer_for_keys(
-            keys, opts.bloom_num_entries, opts.bloom_fpp, opts.bloom_max_entries, opts.bloom_type
-        )
+    if keys is None:
+        keys = key_footer_values(data.column("_hoodie_record_key"), opts)
+    if keys is not None:
+        meta[MIN_RECORD_KEY], meta[MAX_RECORD_KEY] = keys.min_key, keys.max_key
+        meta[BLOOM_FILTER_KEY] = keys.bloom
         if opts.bloom_type == "DYNAMIC_V0":
             meta[BLOOM_FILTER_TYPE_KEY] = "DYNAMIC_V0"
     meta["parquet.avro.schema"] = avro_schema_for(_decoded(data.schema), opts.table_name)
@@ -125,6 +136,20 @@ def write_base_file(storage: Storage, path: str, data: pa.Table, opts: BaseFileO
         writer.write_table(data, row_group_size=max(1, opts.row_group_bytes // avg_row))
         writer.add_key_value_metadata(meta)
     return storage.size(path)
+
+
+def key_footer_values(keys: pa.ChunkedArray | pa.Array, opts: BaseFileOptions) -> KeyFooterValues | None:
+    """The record-key footer entries of a file holding ``keys``; None when it holds no record
+    (record keys are never null, so there are bounds exactly when there are records)."""
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.chunk(0) if keys.num_chunks == 1 else keys.combine_chunks()
+    bounds = _native.key_bounds(keys)
+    if bounds is None:
+        return None
+    bloom = _native.bloom_footer_for_keys(
+        keys, opts.bloom_num_entries, opts.bloom_fpp, opts.bloom_max_entries, opts.bloom_type
+    )
+    return KeyFooterValues(bounds[0], bounds[1], bloom)
 
 
 def _decoded(schema: pa.Schema) -> pa.Schema:
