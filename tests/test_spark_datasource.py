@@ -5,6 +5,7 @@ local reader, and tables written through ``df.write.format("shoal")`` read back 
 from __future__ import annotations
 
 import datetime as _dt
+import importlib
 import json
 
 import pyarrow as pa
@@ -38,6 +39,8 @@ from tests.test_incremental_archived import _build as build_archived
 from tests.test_incremental_archived import _expected as archived_expected
 from tests.test_incremental_archived import _rows as archived_rows
 
+# The module (``shoal.spark.read`` on the package is the function).
+spark_read = importlib.import_module("shoal.spark.read")
 TRIPS = "mor_avro_v6_trips_8i3d"  # MOR, partitioned by city, 8 inserts then 3 deletes
 QUERY_TYPE = "hoodie.datasource.query.type"
 
@@ -175,6 +178,24 @@ def test_fast_path_projects_and_filters(ss, fixture_table):
     theirs = theirs.filter((pc.field("city") == "san_francisco") & (pc.field("fare") > 20.0)).select(columns)
     assert theirs.num_rows > 0
     _assert_same_rows(df.toArrow(), theirs, table)
+
+
+def test_base_files_stream_in_batches_with_the_rows_of_the_local_task(tmp_path, monkeypatch):
+    """Base-file slices stream in batches: every piece together is what the local task reads,
+    with projection and a filter on a column outside it."""
+    table = shoal.Table.create(tmp_path / "t", "trips", record_key="id", partition_by="city")
+    table.bulk_insert(_trips(range(3000), "a"))
+    monkeypatch.setattr(spark_read, "STREAM_BATCH_ROWS", 256)
+    for columns, filters in [
+        (None, []),
+        (("id", "rider"), [("fare", ">=", 1000.0), ("day", "<", _dt.date(2024, 1, 9))]),
+    ]:
+        job = spark_read.plan_read(table.path, columns, filters)
+        for task in job.tasks:
+            pieces = list(spark_read.iter_task(job, task, table.storage))
+            assert len(pieces) > 1
+            streamed = pa.concat_tables(pieces)
+            assert streamed.equals(spark_read.run_task(job, task, table.storage))
 
 
 def test_data_source_columns_and_filters_options(ss, fixture_table):

@@ -52,10 +52,10 @@ from shoal.spark.read import (
     arrow_target,
     check_arguments,
     conform,
+    iter_task,
     normalize_query_type,
     output_schema,
     plan_read,
-    run_task,
     spark_schema,
     storage_for,
     without_tasks,
@@ -251,9 +251,10 @@ class ShoalReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         # Spark reads one empty InputPartition(None) when the plan has no task.
         if not isinstance(partition, SlicePartition):
-            return iter(())
-        table = run_task(partition.job, partition.task, storage_for(partition.job.base_uri))
-        return iter(conform(table, self.target))
+            return
+        storage = storage_for(partition.job.base_uri)
+        for piece in iter_task(partition.job, partition.task, storage):
+            yield from conform(piece, self.target)
 
 
 # ---- writing ------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
@@ -22,11 +23,15 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructT
 from shoal.errors import InvalidArgumentError, UnsupportedError
 from shoal.fs.storage import Storage
 from shoal.read import incremental as inc
-from shoal.read.filters import Filter
+from shoal.read.filters import Filter, columns_of, to_expression
+from shoal.read.snapshot import SliceReadSpec
 from shoal.table import Table, _read_slice
 from shoal.write.schema import IS_DELETED_COLUMN, META_COLUMNS
 
 QUERY_TYPES = ("snapshot", "read_optimized", "incremental")
+# Rows per batch a base file streams in: enough to amortise per-batch costs, few enough that
+# Spark consumes one batch while the task decodes the next.
+STREAM_BATCH_ROWS = 65_536
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,40 @@ def run_task(job: ReadJob, task: ReadTask, storage: Storage) -> pa.Table:
     return inc.finish_read(changed, deleted, job.table_schema, job.columns, job.include_deletes)
 
 
+def iter_task(job: ReadJob, task: ReadTask, storage: Storage) -> Iterator[pa.Table]:
+    """:func:`run_task`'s rows in pieces: a slice that is a base file alone streams by batches
+    (Spark takes one while the task decodes the next, and a large file never sits in memory
+    whole); merged slices and incremental tasks come whole."""
+    if not job.incremental:
+        (spec,) = task.changes
+        if isinstance(spec, SliceReadSpec):
+            yield from iter_base_slice(spec, storage)
+            return
+    yield run_task(job, task, storage)
+
+
+def iter_base_slice(spec: SliceReadSpec, storage: Storage) -> Iterator[pa.Table]:
+    """``read_base_slice`` by batches of :data:`STREAM_BATCH_ROWS` rows: the same columns,
+    filter columns read along and dropped after filtering."""
+    if spec.base_file_path is None:
+        return
+    expr = to_expression(spec.filters)
+    with storage.open_input_file(spec.base_file_path) as f:
+        pf = pq.ParquetFile(f)
+        available = pf.schema_arrow.names
+        columns = None if spec.columns is None else [c for c in spec.columns if c in available]
+        wanted = None
+        if columns is not None:
+            wanted = columns + [c for c in columns_of(spec.filters) if c not in columns and c in available]
+        for batch in pf.iter_batches(batch_size=STREAM_BATCH_ROWS, columns=wanted):
+            piece = pa.Table.from_batches([batch])
+            if expr is not None:
+                piece = piece.filter(expr)
+                if columns is not None:
+                    piece = piece.select(columns)
+            yield piece
+
+
 _STORAGES: dict[str, Storage] = {}
 
 
@@ -242,7 +281,8 @@ class _SliceRunner:
         storage = storage_for(self.job.base_uri)
         for batch in batches:
             for task_id in batch.column(0).to_pylist():
-                yield from conform(run_task(self.job, self.job.tasks[task_id], storage), self.target)
+                for piece in iter_task(self.job, self.job.tasks[task_id], storage):
+                    yield from conform(piece, self.target)
 
 
 def read(
