@@ -343,6 +343,7 @@ def test_write_rejects_what_it_cannot_do_before_the_timeline_changes(ss, tmp_pat
         begin(at=tmp_path / "other")
     assert shoal.Table(path).instants() == before
     assert not (tmp_path / "other").exists()
+    assert _data_rows(hudi_rs_read(str(path))) == _data_rows(data)
 
 
 def test_failed_write_is_rolled_back(ss, tmp_path):
