@@ -283,7 +283,10 @@ class Writer:
         if index is None:
             tags = [pa.nulls(len(k), pa.string()) for k in keys]
         else:
-            tags = index.tag(list(zip(keys, slices, strict=True)))
+            # Copy-on-write tasks read every file they update: a key only one file's footer
+            # admits is tagged without reading that file (a bloom false positive becomes an
+            # insert there). Merge-on-read confirms: a false positive would log a new key.
+            tags = index.tag(list(zip(keys, slices, strict=True)), confirm=self.merge_on_read)
         ops = records.column(OP_COLUMN)
         for (partition, rows), partition_slices, tagged in zip(groups, slices, tags, strict=True):
             found = pc.is_valid(tagged)
