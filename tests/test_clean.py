@@ -415,7 +415,7 @@ def test_incremental_read_ending_at_a_cleaned_slice_fails_clearly(tmp_path):
     """A range ending in the past reads the slices as of its end; when the cleaner removed one,
     the read fails (CleanedInstantError) instead of returning rows of another slice. Ranges up
     to the latest commit, and ranges ending at retained commits, still read."""
-    t, model = _build(tmp_path / "t", "COPY_ON_WRITE", commits=8)
+    t, _model = _build(tmp_path / "t", "COPY_ON_WRITE", commits=8)
     instants = _completed_commits(t)
     t.clean(options={"hoodie.cleaner.commits.retained": "2"})
     with pytest.raises(CleanedInstantError, match="earliest instant still readable"):
