@@ -289,11 +289,8 @@ def test_restore_refusals(tmp_path):
     assert _rows(b.t.read()) == b.as_of[first]
 
 
-def test_a_crashed_restore_is_finished_by_the_next(tmp_path, monkeypatch):
-    b = Built(tmp_path / "t", "MERGE_ON_READ")
-    b.write(2)
-    sp = b.t.savepoint()
-    b.write(3)
+def _crash_mid_restore(b: Built, savepoint: str, monkeypatch) -> None:
+    """Restores to ``savepoint`` with a crash after the first instant is rolled back."""
     real = restore_mod._roll_back
     calls = []
 
@@ -305,8 +302,16 @@ def test_a_crashed_restore_is_finished_by_the_next(tmp_path, monkeypatch):
 
     monkeypatch.setattr(restore_mod, "_roll_back", crash_on_second)
     with pytest.raises(OSError, match="mid-restore"):
-        b.t.restore(sp)
+        b.t.restore(savepoint)
     monkeypatch.setattr(restore_mod, "_roll_back", real)
+
+
+def test_a_crashed_restore_is_finished_by_the_next(tmp_path, monkeypatch):
+    b = Built(tmp_path / "t", "MERGE_ON_READ")
+    b.write(2)
+    sp = b.t.savepoint()
+    b.write(3)
+    _crash_mid_restore(b, sp, monkeypatch)
     pending = [i for i in b.t.instants() if i.action == Action.RESTORE]
     assert [i.is_completed for i in pending] == [False]
     b.t.restore(sp)
@@ -351,19 +356,7 @@ def test_a_write_after_a_crashed_restore_finishes_it_first(tmp_path, monkeypatch
     b.write(2)
     sp = b.t.savepoint()
     b.write(3)
-    real = restore_mod._roll_back
-    calls = []
-
-    def crash_on_second(*args):
-        if calls:
-            raise OSError("killed mid-restore")
-        calls.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(restore_mod, "_roll_back", crash_on_second)
-    with pytest.raises(OSError, match="mid-restore"):
-        b.t.restore(sp)
-    monkeypatch.setattr(restore_mod, "_roll_back", real)
+    _crash_mid_restore(b, sp, monkeypatch)
     # The next write completes the restore before it plans: it writes on the savepoint's state.
     b.t.upsert(pa.table({"id": [999], "part": ["p0"], "ts": [99], "v": ["new"]}))
     restores = [i for i in b.t.instants() if i.action == Action.RESTORE]

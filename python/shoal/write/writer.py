@@ -17,20 +17,14 @@ from shoal import _native
 from shoal.config.table_config import MergeOrdering, TableConfig, TableType
 from shoal.config.write_config import (
     ALLOW_DUPLICATE_ON_INSERTS,
-    BLOOM_DYNAMIC_MAX_ENTRIES,
-    BLOOM_FILTER_TYPE,
-    BLOOM_FPP,
-    BLOOM_NUM_ENTRIES,
     BLOOM_PRUNE_BY_RANGES,
     COMBINE_BEFORE_DELETE,
     COMBINE_BEFORE_INSERT,
     COMBINE_BEFORE_UPSERT,
     INDEX_TYPE,
     LOGFILE_MAX_SIZE,
-    PARQUET_BLOCK_SIZE,
     PARQUET_COMPRESSION,
     PARQUET_MAX_FILE_SIZE,
-    PARQUET_PAGE_SIZE,
     PARQUET_SMALL_FILE_LIMIT,
     RECORD_SIZE_ESTIMATE,
     RECORD_SIZE_THRESHOLD,
@@ -52,6 +46,7 @@ from shoal.services.archive import run_inline_archive
 from shoal.services.clean import run_inline_clean
 from shoal.services.compaction import (
     abort_on_compaction_conflict,
+    base_file_options,
     pending_compaction_file_groups,
     run_inline_compaction,
     slice_for_new_logs,
@@ -341,16 +336,7 @@ class Writer:
     # ---- execution and commit --------------------------------------------------------------
 
     def _base_file_options(self) -> BaseFileOptions:
-        return BaseFileOptions(
-            table_name=self.config.table_name,
-            compression=self.wc.get(PARQUET_COMPRESSION),
-            bloom_type=self.wc.get(BLOOM_FILTER_TYPE),
-            bloom_num_entries=self.wc.get(BLOOM_NUM_ENTRIES),
-            bloom_fpp=self.wc.get(BLOOM_FPP),
-            bloom_max_entries=self.wc.get(BLOOM_DYNAMIC_MAX_ENTRIES),
-            row_group_bytes=self.wc.get(PARQUET_BLOCK_SIZE),
-            page_size=self.wc.get(PARQUET_PAGE_SIZE),
-        )
+        return base_file_options(self.config, self.wc)
 
     def _execute(
         self,
