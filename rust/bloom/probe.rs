@@ -300,7 +300,12 @@ fn barrett_rem(h: u32, d: u32, m: u32) -> u32 {
     }
 }
 
-const AL: usize = 16;
+/// Keys hashed in lock-step by the batch add: eight AVX2 registers of u32 per murmur step, so the
+/// multiply latency of one key's dependent chain is hidden behind the other lanes.
+const ADD_LANES: usize = 64;
+
+/// Sets the bits of `keys[i]` in `rows[row_of[i]]` for every key (same bits as adding them one by
+/// one: bits only ever get set, so the order does not matter).
 pub(crate) fn add_batch(
     params: &HashParams,
     rows: &mut [BitVector],
@@ -310,94 +315,145 @@ pub(crate) fn add_batch(
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports the feature the function is compiled for (checked above).
             return unsafe { add_avx2(params, rows, keys, row_of) };
         }
     }
     add_kernel(params, rows, keys, row_of)
 }
+
+/// The add kernel compiled for AVX2 (x86-64-v3).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn add_avx2(params: &HashParams, rows: &mut [BitVector], keys: &[&[u8]], row_of: &[usize]) {
     add_kernel(params, rows, keys, row_of)
 }
+
+/// Structure-of-arrays state of the add lanes.
+struct AddLanes {
+    /// `chunks[c][l]`: mixed chunk `c` of lane `l`'s key.
+    chunks: [[u32; ADD_LANES]; MAX_CHUNKS],
+    n_chunks: [u32; ADD_LANES],
+    len: [u32; ADD_LANES],
+    tail: [u32; ADD_LANES],
+    /// `u32::MAX` when the key has 1..3 tail bytes, else 0.
+    tail_mask: [u32; ADD_LANES],
+    row: [usize; ADD_LANES],
+}
+
+// Lane loops index several SoA arrays by the same lane; that form is what LLVM vectorizes.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
 fn add_kernel(params: &HashParams, rows: &mut [BitVector], keys: &[&[u8]], row_of: &[usize]) {
     let d = params.vector_size;
     let m = barrett_factor(d);
-    let mut chunks = [[0u32; AL]; MAX_CHUNKS];
-    let mut n_chunks = [0u32; AL];
-    let mut len = [0u32; AL];
-    let mut tail = [0u32; AL];
-    let mut tail_mask = [0u32; AL];
-    for (b, block) in keys.chunks(AL).enumerate() {
-        let mut lanes = block.len();
-        for (l, k) in block.iter().enumerate() {
+    let mut st = Box::new(AddLanes {
+        chunks: [[0; ADD_LANES]; MAX_CHUNKS],
+        n_chunks: [0; ADD_LANES],
+        len: [0; ADD_LANES],
+        tail: [0; ADD_LANES],
+        tail_mask: [0; ADD_LANES],
+        row: [0; ADD_LANES],
+    });
+    let mut i = 0usize;
+    while i < keys.len() {
+        // Fill the lanes; keys too long for them take the one-key path at once.
+        let mut lanes = 0usize;
+        while lanes < ADD_LANES && i < keys.len() {
+            let (k, row) = (keys[i], row_of[i]);
+            i += 1;
             let whole = k.len() & !3;
             if whole / 4 > MAX_CHUNKS {
-                let mix = KeyMix::new(k);
-                let row = &mut rows[row_of[b * AL + l]];
-                let mut seed = 0u32;
-                for _ in 0..params.nb_hash {
-                    seed = mix.hash(seed);
-                    row.set(position(seed, &params.modulus));
-                }
-                n_chunks[l] = 0;
-                len[l] = 0;
-                tail_mask[l] = 0;
+                let bits = &mut rows[row];
+                params.for_each_position(&KeyMix::new(k), |p| bits.set(p));
                 continue;
             }
-            for (c, bb) in k[..whole].chunks_exact(4).enumerate() {
-                chunks[c][l] = mix_chunk([bb[0], bb[1], bb[2], bb[3]]);
+            for (c, b) in k[..whole].chunks_exact(4).enumerate() {
+                st.chunks[c][lanes] = mix_chunk([b[0], b[1], b[2], b[3]]);
             }
-            n_chunks[l] = (whole / 4) as u32;
-            len[l] = k.len() as u32;
-            tail[l] = tail_xor(&k[whole..]);
-            tail_mask[l] = if whole != k.len() { u32::MAX } else { 0 };
+            st.n_chunks[lanes] = (whole / 4) as u32;
+            st.len[lanes] = k.len() as u32;
+            st.tail[lanes] = tail_xor(&k[whole..]);
+            st.tail_mask[lanes] = if whole != k.len() { u32::MAX } else { 0 };
+            st.row[lanes] = row;
+            lanes += 1;
         }
-        for l in block.len()..AL {
-            n_chunks[l] = 0;
-            len[l] = 0;
-            tail_mask[l] = 0;
+        if lanes == 0 {
+            continue;
         }
-        let max_chunks = n_chunks.iter().copied().max().unwrap_or(0) as usize;
-        let mut seed = [0u32; AL];
+        let max_chunks = st.n_chunks[..lanes].iter().copied().max().unwrap_or(0);
+        // Unused lanes hash garbage that is never stored; giving them the longest length keeps
+        // the rounds short and, for keys of one length (UUIDs), free of per-chunk lane masks.
+        for l in lanes..ADD_LANES {
+            st.n_chunks[l] = max_chunks;
+        }
+        let uniform = st.n_chunks.iter().all(|&n| n == max_chunks);
+        let max_chunks = max_chunks as usize;
+        // A dynamic filter fills one row at a time, so a block's keys nearly always share it.
+        let one_row = st.row[..lanes]
+            .iter()
+            .all(|&r| r == st.row[0])
+            .then_some(st.row[0]);
+        let mut seed = [0u32; ADD_LANES];
+        let mut pos = [0u32; ADD_LANES];
         for _ in 0..params.nb_hash {
-            let mut h = [0u32; AL];
-            for l in 0..AL {
-                h[l] = seed[l] ^ len[l];
+            if uniform {
+                add_round::<true>(&st, &mut seed, &mut pos, max_chunks, d, m);
+            } else {
+                add_round::<false>(&st, &mut seed, &mut pos, max_chunks, d, m);
             }
-            for c in 0..max_chunks {
-                let ks = &chunks[c];
-                for l in 0..AL {
-                    let stepped = h[l].wrapping_mul(M) ^ ks[l];
-                    h[l] = if (c as u32) < n_chunks[l] {
-                        stepped
-                    } else {
-                        h[l]
-                    };
+            match one_row {
+                Some(r) => {
+                    let bits = &mut rows[r];
+                    for &p in &pos[..lanes] {
+                        bits.set(p);
+                    }
                 }
-            }
-            let mut pos = [0u32; AL];
-            for l in 0..AL {
-                let tailed = (h[l] ^ tail[l]).wrapping_mul(M);
-                let mut x = (tailed & tail_mask[l]) | (h[l] & !tail_mask[l]);
-                x ^= x >> 13;
-                x = x.wrapping_mul(M);
-                x ^= x >> 15;
-                seed[l] = x;
-                pos[l] = barrett_rem(x, d, m);
-            }
-            for l in 0..lanes.min(block.len()) {
-                let whole = block[l].len() & !3;
-                if whole / 4 > MAX_CHUNKS {
-                    continue;
+                None => {
+                    for l in 0..lanes {
+                        rows[st.row[l]].set(pos[l]);
+                    }
                 }
-                rows[row_of[b * AL + l]].set(pos[l]);
             }
         }
-        lanes = 0;
-        let _ = lanes;
+    }
+}
+
+/// The next position of every add lane: `seed` holds each lane's previous hash (0 at first).
+/// `UNIFORM`: every lane's key has `max_chunks` whole chunks.
+#[allow(clippy::needless_range_loop)] // see `add_kernel`
+#[inline(always)]
+fn add_round<const UNIFORM: bool>(
+    st: &AddLanes,
+    seed: &mut [u32; ADD_LANES],
+    pos: &mut [u32; ADD_LANES],
+    max_chunks: usize,
+    d: u32,
+    m: u32,
+) {
+    let mut h = [0u32; ADD_LANES];
+    for l in 0..ADD_LANES {
+        h[l] = seed[l] ^ st.len[l];
+    }
+    for c in 0..max_chunks {
+        let ks = &st.chunks[c];
+        for l in 0..ADD_LANES {
+            let stepped = h[l].wrapping_mul(M) ^ ks[l];
+            h[l] = if UNIFORM || (c as u32) < st.n_chunks[l] {
+                stepped
+            } else {
+                h[l]
+            };
+        }
+    }
+    for l in 0..ADD_LANES {
+        let tailed = (h[l] ^ st.tail[l]).wrapping_mul(M);
+        let mut x = (tailed & st.tail_mask[l]) | (h[l] & !st.tail_mask[l]);
+        x ^= x >> 13;
+        x = x.wrapping_mul(M);
+        x ^= x >> 15;
+        seed[l] = x;
+        pos[l] = barrett_rem(x, d, m);
     }
 }
 

@@ -341,6 +341,32 @@ fn batch_probe_agrees_with_single_probe() {
 }
 
 #[test]
+fn batch_add_of_mixed_keys_matches_add() {
+    // Lengths with and without tails, empty, and over the lane kernel's 128 bytes, in blocks that
+    // span a row change and leave lanes unused.
+    let keys: Vec<String> = (0..700)
+        .map(|i| match i % 7 {
+            0 => String::new(),
+            1 => "k".repeat(i % 5),
+            2 => format!("{}-{}", uuid_like(i as u64), "x".repeat(i % 4)),
+            3 => "long".repeat(33 + i % 3),
+            _ => uuid_like(i as u64),
+        })
+        .collect();
+    for mut filter in [
+        BloomFilter::dynamic_v0(90, 0.01, 500).unwrap(),
+        BloomFilter::simple(700, 0.01).unwrap(),
+    ] {
+        let mut one_by_one = filter.clone();
+        for k in &keys {
+            one_by_one.add(k.as_bytes());
+        }
+        filter.add_array(&StringArray::from(keys.clone())).unwrap();
+        assert_eq!(filter.serialize(), one_by_one.serialize());
+    }
+}
+
+#[test]
 fn add_array_matches_add_and_rejects_nulls() {
     let keys: Vec<String> = (0..300).map(uuid_like).collect();
     let mut one_by_one = BloomFilter::dynamic_v0(100, 0.01, 200).unwrap();
