@@ -94,6 +94,8 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
     if OP_COLUMN in upserts.column_names:
         upserts = upserts.drop_columns([OP_COLUMN])
     new_rows = base_file_rows(upserts, spec.instant, spec.task_id, name, spec.partition_path)
+    if kept is not None:
+        new_rows = _dictionaries_like(new_rows, kept.schema)
     num_updates = 0
     keys = None
     if rewrite:
@@ -139,10 +141,57 @@ def _read_old(spec: CowWriteSpec, storage: Storage) -> tuple[pa.Table, dict[byte
         return old, {}
     assert spec.old_base_path is not None
     with storage.open_input_file(spec.old_base_path) as f:
-        # Read as dictionaries, these columns decode to indices only and write back the same way.
-        pf = pq.ParquetFile(f, read_dictionary=_DICTIONARY_COLUMNS)
+        metadata = pq.read_metadata(f)
+        # Read as dictionaries, these columns decode to indices only and write back the same way:
+        # the per-file meta columns, and string columns of one value (a partition field).
+        dictionaries = _DICTIONARY_COLUMNS + _constant_string_columns(metadata, spec.ordering_field)
+        pf = pq.ParquetFile(f, metadata=metadata, read_dictionary=dictionaries)
         old = pf.read(columns=[c for c in pf.schema_arrow.names if c != FILE_NAME])
-        return old, pf.metadata.metadata or {}
+        return old, metadata.metadata or {}
+
+
+def _constant_string_columns(metadata: pq.FileMetaData, ordering_field: str | None) -> list[str]:
+    """Top-level string data columns whose statistics say every row holds the same value (the
+    meta columns and the ordering field, which the merge compares, stay plain)."""
+    schema = metadata.schema.to_arrow_schema()
+    strings = (pa.string(), pa.large_string())
+    candidates = {
+        f.name
+        for f in schema
+        if f.type in strings and f.name not in META_COLUMNS and f.name != ordering_field
+    }
+    values: dict[str, object] = {}
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            name = chunk.path_in_schema
+            if name not in candidates:
+                continue
+            stats = chunk.statistics
+            constant = (
+                stats is not None
+                and stats.has_min_max
+                and stats.has_null_count
+                and stats.null_count == 0
+                and stats.min == stats.max
+                and values.setdefault(name, stats.min) == stats.min
+            )
+            if not constant:
+                candidates.discard(name)
+    return sorted(candidates) if metadata.num_row_groups else []
+
+
+def _dictionaries_like(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows`` with the columns ``schema`` holds as dictionaries dictionary-encoded too, so the
+    two concatenate (their dictionaries are unified when the file is written)."""
+    for i, f in enumerate(rows.schema):
+        if pa.types.is_dictionary(f.type) or f.name not in schema.names:
+            continue
+        target = schema.field(f.name).type
+        if pa.types.is_dictionary(target) and target.value_type == f.type:
+            rows = rows.set_column(i, f.with_type(target), pc.dictionary_encode(rows.column(i)).cast(target))
+    return rows
 
 
 def _extended_key_footer(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from shoal import _native
@@ -21,6 +22,10 @@ from shoal.write.schema import META_COLUMNS
 # the dictionary does not pay off. A small limit gets the same plain encoding early, while
 # low-cardinality columns (categories, the per-file meta columns) stay dictionary encoded.
 DICTIONARY_PAGE_LIMIT = 128 * 1024
+# Meta columns with a value per record.
+_PER_RECORD_META_COLUMNS = frozenset({"_hoodie_commit_seqno", "_hoodie_record_key"})
+# Column statistics cost a comparison of every value; nothing filters on sequence numbers.
+_NO_STATISTICS = frozenset({"_hoodie_commit_seqno"})
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,7 @@ def write_base_file(
     bloom filter); computed from ``data`` otherwise."""
     # Chunks of a dictionary column must share one dictionary: on a change the parquet writer
     # falls back to plain encoding for the rest of the column chunk.
-    data = data.unify_dictionaries()
+    data = constant_strings_as_dictionaries(data).unify_dictionaries()
     meta: dict[str, str] = {}
     if keys is None:
         keys = key_footer_values(data.column("_hoodie_record_key"), opts)
@@ -129,6 +134,7 @@ def write_base_file(
             compression=None if opts.compression == "none" else opts.compression,
             data_page_size=opts.page_size,
             dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT,
+            write_statistics=[c for c in data.column_names if c not in _NO_STATISTICS],
             # No ARROW:schema blob: the footer carries what Hudi readers look for, nothing else.
             store_schema=False,
         ) as writer,
@@ -150,6 +156,31 @@ def key_footer_values(keys: pa.ChunkedArray | pa.Array, opts: BaseFileOptions) -
         keys, opts.bloom_num_entries, opts.bloom_fpp, opts.bloom_max_entries, opts.bloom_type
     )
     return KeyFooterValues(bounds[0], bounds[1], bloom)
+
+
+def constant_strings_as_dictionaries(data: pa.Table) -> pa.Table:
+    """``data`` with every string column that holds one value in all its rows (a partition
+    field, say) as a one-entry dictionary: the parquet writer then stores a dictionary page and
+    indices without hashing and comparing every value, and the file reads back the same."""
+    n = data.num_rows
+    for i, (f, column) in enumerate(zip(data.schema, data.columns, strict=True)):
+        if f.name in _PER_RECORD_META_COLUMNS:
+            continue
+        if not (pa.types.is_string(f.type) or pa.types.is_large_string(f.type)):
+            continue
+        if n == 0 or column.null_count or column.num_chunks == 0:
+            continue
+        first = column.chunk(0).slice(0, 1)
+        value = first[0]
+        # Most columns differ at one of these rows: no pass over them.
+        if any(column[j] != value for j in (n // 2, n - 1)):
+            continue
+        if not pc.all(pc.equal(column, value)).as_py():
+            continue
+        indices = pa.array(np.zeros(n, dtype=np.int32))
+        constant = pa.DictionaryArray.from_arrays(indices, first)
+        data = data.set_column(i, f.with_type(constant.type), constant)
+    return data
 
 
 def _decoded(schema: pa.Schema) -> pa.Schema:
