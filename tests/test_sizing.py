@@ -36,3 +36,24 @@ def test_default_stride_samples_one_row_in_a_hundred():
     assert _native.estimate_record_size(batch.slice(0, 0)) == (0.0, 0)
     with pytest.raises(InvalidArgumentError):
         _native.estimate_record_size(batch, every=0)
+
+
+def test_file_sizing_estimate_follows_the_whole_batch_in_on_disk_bytes():
+    """The estimate is the sampler's in-memory size of all rows, scaled to parquet bytes by a
+    strided sample: uniform data gives the parquet size per row of the data itself; data whose
+    rows grow past the strided sample's reach is still seen by the sampler."""
+    import pyarrow.parquet as pq
+
+    from shoal.write.sizing import estimate_record_size, sampled_size
+
+    rng = range(50_000)
+    uniform = pa.table({"k": [f"key-{i:08d}" for i in rng], "v": pa.array(list(rng), pa.int64())})
+    sink = pa.BufferOutputStream()
+    pq.write_table(uniform, sink, compression="snappy")
+    per_row = sink.getvalue().size / uniform.num_rows
+    estimate = estimate_record_size(uniform, "snappy")
+    assert 0.8 * per_row <= estimate <= 1.25 * per_row
+    # The last tenth of the rows carries 1 KiB payloads: the estimate grows with the sampler's view.
+    grown = uniform.append_column("p", pa.array(["" if i < 45_000 else "x" * 1024 for i in rng]))
+    assert sampled_size(grown) > sampled_size(uniform) + 90
+    assert estimate_record_size(grown, "none") > estimate_record_size(uniform, "none") + 50

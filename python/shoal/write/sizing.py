@@ -7,6 +7,7 @@ import math
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from shoal import _native
 from shoal.timeline.timeline import Timeline
 
 # Enough rows that parquet's per-file overhead is noise, few enough to cost milliseconds.
@@ -29,13 +30,33 @@ def average_record_size_from_commits(
 
 
 def estimate_record_size(data: pa.Table, codec: str) -> int:
-    """Bytes per record of ``data`` once written as parquet, measured on an evenly strided sample."""
+    """Bytes per record of ``data`` once written as parquet.
+
+    The Rust sampler measures the in-memory size of one row in a hundred across all of ``data``
+    (cheap, and it sees every part of the batch); a parquet-encoded strided sample calibrates it
+    to on-disk bytes, since encoding and compression shrink rows by a factor that depends on the
+    data (dictionaries, repeated values)."""
     n = data.num_rows
     if n == 0:
         return 1
+    sample = data
     if n > _SAMPLE_ROWS:
         step = n // _SAMPLE_ROWS
-        data = data.take(pa.array(range(0, n, step))[:_SAMPLE_ROWS])
+        sample = data.take(pa.array(range(0, n, step))[:_SAMPLE_ROWS])
     sink = pa.BufferOutputStream()
-    pq.write_table(data, sink, compression=None if codec == "none" else codec)
-    return max(1, math.ceil(sink.getvalue().size / data.num_rows))
+    pq.write_table(sample, sink, compression=None if codec == "none" else codec)
+    on_disk = sink.getvalue().size / sample.num_rows
+    in_memory_sample = sampled_size(sample)
+    if in_memory_sample <= 0:
+        return max(1, math.ceil(on_disk))
+    return max(1, math.ceil(sampled_size(data) * on_disk / in_memory_sample))
+
+
+def sampled_size(data: pa.Table, every: int = 100) -> float:
+    """Average in-memory bytes per row of ``data``, from the Rust sampler (one row in ``every``)."""
+    total, rows = 0.0, 0
+    for batch in data.to_batches():
+        average, sampled = _native.estimate_record_size(batch, every)
+        total += average * sampled
+        rows += sampled
+    return total / rows if rows else 0.0
