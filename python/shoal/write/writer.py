@@ -311,7 +311,9 @@ class Writer:
                 parts = bucket_rows.get(bucket_idx)
                 if parts:
                     routed.append((bucket_idx, pa.concat_arrays(parts)))
-        chunks = self.driver.map(take_rows, [(records, rows) for _, rows in routed])
+        # Taking rows from a column of several chunks concatenates them first: once, not per bucket.
+        whole = records.combine_chunks()
+        chunks = self.driver.map(take_rows, [(whole, rows) for _, rows in routed])
         return assignment, [(b, chunk) for (b, _), chunk in zip(routed, chunks, strict=True)]
 
     def _plan_bulk_insert(
@@ -322,7 +324,8 @@ class Writer:
         per_file = assigner.records_per_new_file()
         groups = group_rows(records.column(PARTITION_PATH))
         # Base files take the partition path from their bucket: no need to carry the column.
-        data = records.drop_columns([PARTITION_PATH])
+        # Chunked columns are concatenated once here rather than by every partition's take.
+        data = records.drop_columns([PARTITION_PATH]).combine_chunks()
         sorted_parts = self.driver.map(sorted_by_key, [(data, rows) for _, rows in groups])
         assignment = Assignment()
         chunks: list[tuple[int, pa.Table]] = []
