@@ -53,7 +53,8 @@ def test_file_sizing_estimate_follows_the_whole_batch_in_on_disk_bytes():
     per_row = sink.getvalue().size / uniform.num_rows
     estimate = estimate_record_size(uniform, "snappy")
     assert 0.8 * per_row <= estimate <= 1.25 * per_row
-    # The last tenth of the rows carries 1 KiB payloads: the estimate grows with the sampler's view.
-    grown = uniform.append_column("p", pa.array(["" if i < 45_000 else "x" * 1024 for i in rng]))
+    # The last tenth of the rows carries 1 KiB payloads (distinct, so no dictionary folds them):
+    # the estimate grows with the sampler's view.
+    grown = uniform.append_column("p", pa.array(["" if i < 45_000 else f"{i:08d}" * 128 for i in rng]))
     assert sampled_size(grown) > sampled_size(uniform) + 90
     assert estimate_record_size(grown, "none") > estimate_record_size(uniform, "none") + 50

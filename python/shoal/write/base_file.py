@@ -168,9 +168,10 @@ def constant_strings_as_dictionaries(data: pa.Table) -> pa.Table:
             continue
         if not (pa.types.is_string(f.type) or pa.types.is_large_string(f.type)):
             continue
-        if n == 0 or column.null_count or column.num_chunks == 0:
+        if n == 0 or column.null_count:
             continue
-        first = column.chunk(0).slice(0, 1)
+        # The first value, whichever chunk holds it (leading chunks can be empty).
+        first = column.slice(0, 1).combine_chunks()
         value = first[0]
         # Most columns differ at one of these rows: no pass over them.
         if any(column[j] != value for j in (n // 2, n - 1)):

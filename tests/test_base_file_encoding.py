@@ -1,0 +1,104 @@
+"""How base files are encoded for speed without changing what they hold: string columns of one
+value (a partition field) are written, and read back by merges, as one-entry dictionaries; the
+sequence-number column carries no statistics; readers (shoal, hudi-rs) see the same values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import shoal
+from shoal.write.base_file import constant_strings_as_dictionaries
+from tests.hudi_oracle import hudi_rs_read, rows_by
+
+
+def test_only_string_columns_of_one_value_become_dictionaries():
+    table = pa.table(
+        {
+            # A leading empty chunk: the first value is in the second one.
+            "one": pa.chunked_array([[], ["p1", "p1"], ["p1"]], pa.string()),
+            "large": pa.chunked_array([pa.array(["x"] * 3, pa.large_string())]),
+            "two": ["a", "a", "b"],
+            "with_null": ["a", None, "a"],
+            "number": [7, 7, 7],
+            # Per-record meta columns keep their type even when a file holds one record.
+            "_hoodie_record_key": ["k", "k", "k"],
+        }
+    )
+    out = constant_strings_as_dictionaries(table)
+    types = {f.name: f.type for f in out.schema}
+    assert types["one"] == pa.dictionary(pa.int32(), pa.string())
+    assert types["large"] == pa.dictionary(pa.int32(), pa.large_string())
+    assert out.column("one").chunk(0).dictionary.to_pylist() == ["p1"]
+    for name in ("two", "with_null", "number", "_hoodie_record_key"):
+        assert types[name] == table.schema.field(name).type, name
+    assert out.cast(table.schema).equals(table)
+
+
+def _latest_files(path: str) -> list[Path]:
+    files = [f for f in Path(path).rglob("*.parquet") if ".hoodie" not in f.parts]
+    latest: dict[str, Path] = {}
+    for f in files:
+        if (
+            f.parent.name not in latest
+            or f.stem.rsplit("_", 1)[-1] > latest[f.parent.name].stem.rsplit("_", 1)[-1]
+        ):
+            latest[f.parent.name] = f
+    return list(latest.values())
+
+
+def _check_encoding(path: str) -> None:
+    files = _latest_files(path)
+    assert files
+    for f in files:
+        meta = pq.read_metadata(f)
+        columns = {
+            meta.row_group(0).column(i).path_in_schema: meta.row_group(0).column(i)
+            for i in range(meta.num_columns)
+        }
+        city = columns["city"]
+        assert city.has_dictionary_page
+        # One dictionary entry: the dictionary page is a few bytes, the values only indices.
+        assert city.total_uncompressed_size < 1000
+        assert city.statistics.min == city.statistics.max == f.parent.name
+        assert columns["_hoodie_commit_seqno"].statistics is None
+        keys = pq.read_table(f, columns=["_hoodie_record_key"]).column(0).to_pylist()
+        assert columns["_hoodie_record_key"].statistics.min == min(keys)
+        assert columns["_hoodie_record_key"].statistics.max == max(keys)
+        assert pq.read_table(f, columns=["city"]).column(0).type == pa.string()
+
+
+def test_partition_field_written_and_merged_as_a_dictionary(tmp_path):
+    t = shoal.Table.create(
+        str(tmp_path / "t"), name="t", record_key="id", partition_by="city", ordering_field="ts"
+    )
+    n = 3000
+    ids = [f"id-{i:05d}" for i in range(n)]
+    cities = ["sf", "nyc", "la"]
+    t.bulk_insert(
+        pa.table({"id": ids, "city": [cities[i % 3] for i in range(n)], "ts": [1] * n, "v": list(range(n))})
+    )
+    _check_encoding(t.path)
+    # Updates and inserts: every file is merged with the replaced one, whose city column is
+    # read as a dictionary and concatenated with the new rows'.
+    up_ids = ids[::7] + [f"new-{i}" for i in range(90)]
+    t.upsert(
+        pa.table(
+            {
+                "id": up_ids,
+                "city": [cities[i % 3] for i in range(0, n, 7)] + [cities[i % 3] for i in range(90)],
+                "ts": [2] * len(up_ids),
+                "v": [-1] * len(up_ids),
+            }
+        )
+    )
+    _check_encoding(t.path)
+    expect = {i: (cities[k % 3], 1, k) for k, i in enumerate(ids)}
+    for k, i in enumerate(up_ids):
+        expect[i] = (expect[i][0] if i in expect else cities[(k - len(ids[::7])) % 3], 2, -1)
+    want = [{"id": i, "city": c, "ts": ts, "v": v} for i, (c, ts, v) in sorted(expect.items())]
+    columns = ["id", "city", "ts", "v"]
+    assert rows_by(t.read(), columns, ["id"]) == want
+    assert rows_by(hudi_rs_read(t.path), columns, ["id"]) == want
