@@ -1,16 +1,18 @@
 """How base files are encoded for speed without changing what they hold: string columns of one
 value (a partition field) are written, and read back by merges, as one-entry dictionaries; the
-sequence-number column carries no statistics; readers (shoal, hudi-rs) see the same values."""
+sequence-number column carries no statistics; columns whose dictionary would overflow are
+written plain from the start; readers (shoal, hudi-rs) see the same values."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 import shoal
-from shoal.write.base_file import constant_strings_as_dictionaries
+from shoal.write.base_file import DICTIONARY_PAGE_LIMIT, constant_strings_as_dictionaries, dictionary_columns
 from tests.hudi_oracle import hudi_rs_read, rows_by
 
 
@@ -102,3 +104,47 @@ def test_partition_field_written_and_merged_as_a_dictionary(tmp_path):
     columns = ["id", "city", "ts", "v"]
     assert rows_by(t.read(), columns, ["id"]) == want
     assert rows_by(hudi_rs_read(t.path), columns, ["id"]) == want
+
+
+def test_dictionary_is_skipped_only_for_columns_whose_dictionary_would_overflow():
+    rng = np.random.default_rng(7)
+    n = 100_000
+    table = pa.table(
+        {
+            "_hoodie_commit_seqno": [f"s_{i}" for i in range(n)],
+            "_hoodie_record_key": [f"k{i:07d}" for i in range(n)],
+            "unique_int": rng.permutation(n),
+            "random_double": rng.random(n),
+            "wide_strings": [f"{x:032d}" for x in rng.integers(0, 10**9, n)],
+            "few_ints": rng.integers(0, 1_000, n),
+            "few_strings": [f"city-{x}" for x in rng.integers(0, 500, n)],
+            # Half the rows one value, half distinct: the writer's own fallback decides.
+            "skewed": np.where(rng.random(n) < 0.5, -1, np.arange(n)),
+            # 5,000 values in a cycle: rows drawn at random, not in stride, see the repeats.
+            "cyclic": np.arange(n) % 5_000,
+            "flag": rng.random(n) < 0.5,
+        }
+    )
+    chosen = dictionary_columns(table)
+    assert isinstance(chosen, list)
+    plain = set(table.column_names) - set(chosen)
+    assert plain == {
+        "_hoodie_commit_seqno",
+        "_hoodie_record_key",
+        "unique_int",
+        "random_double",
+        "wide_strings",
+    }
+    # Files are no larger than with a dictionary tried on every column, and read back the same.
+    for name in table.column_names:
+        one = table.select([name])
+        sizes = []
+        for use in (True, dictionary_columns(one)):
+            sink = pa.BufferOutputStream()
+            pq.write_table(one, sink, use_dictionary=use, dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT)
+            sizes.append(sink.getvalue().size)
+            assert pq.read_table(pa.BufferReader(sink.getvalue())).equals(one)
+        assert sizes[1] <= sizes[0] * 1.01, name
+    # Small tables are judged on all their rows; nested schemas leave it to the writer.
+    assert "v" in dictionary_columns(pa.table({"v": [1, 2, 3]}))
+    assert dictionary_columns(pa.table({"v": [[1], [2]]})) is True

@@ -3,6 +3,7 @@ filter of the record keys, the min/max record key and the Avro schema (HUDI_FORM
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +27,12 @@ DICTIONARY_PAGE_LIMIT = 128 * 1024
 _PER_RECORD_META_COLUMNS = frozenset({"_hoodie_commit_seqno", "_hoodie_record_key"})
 # Column statistics cost a comparison of every value; nothing filters on sequence numbers.
 _NO_STATISTICS = frozenset({"_hoodie_commit_seqno"})
+# Even under that limit, a column whose dictionary will overflow is hashed value by value until
+# it does. Rows drawn at random tell how many distinct values a column has: one projected to
+# need twice the limit is written plain from the start. Mostly-distinct samples are the only
+# ones judged, so skewed columns (few frequent values) keep the writer's own fallback.
+_DICTIONARY_SAMPLE_ROWS = 2048
+_DISTINCT_SHARE_TO_JUDGE = 0.9
 
 
 @dataclass(frozen=True)
@@ -135,6 +142,7 @@ def write_base_file(
             data_page_size=opts.page_size,
             dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT,
             write_statistics=[c for c in data.column_names if c not in _NO_STATISTICS],
+            use_dictionary=dictionary_columns(data),
             # No ARROW:schema blob: the footer carries what Hudi readers look for, nothing else.
             store_schema=False,
         ) as writer,
@@ -182,6 +190,72 @@ def constant_strings_as_dictionaries(data: pa.Table) -> pa.Table:
         constant = pa.DictionaryArray.from_arrays(indices, first)
         data = data.set_column(i, f.with_type(constant.type), constant)
     return data
+
+
+def dictionary_columns(data: pa.Table) -> bool | list[str]:
+    """The columns to try dictionary encoding on: all but those whose dictionary would outgrow
+    DICTIONARY_PAGE_LIMIT (per-record meta columns, and columns judged by a random sample);
+    True (all) for nested schemas, whose leaf paths are not field names."""
+    if any(pa.types.is_nested(f.type) for f in data.schema):
+        return True
+    n = data.num_rows
+    plain = set(_PER_RECORD_META_COLUMNS)
+    rows = None
+    if n > _DICTIONARY_SAMPLE_ROWS:
+        rows = np.sort(np.random.default_rng(n).integers(0, n, _DICTIONARY_SAMPLE_ROWS))
+    for f, column in zip(data.schema, data.columns, strict=True):
+        if f.name in plain or pa.types.is_dictionary(f.type) or pa.types.is_boolean(f.type) or not n:
+            continue
+        sample = column.combine_chunks() if rows is None else _take_sorted(column, rows)
+        if _projected_dictionary_bytes(sample, n) > 2 * DICTIONARY_PAGE_LIMIT:
+            plain.add(f.name)
+    return [c for c in data.column_names if c not in plain]
+
+
+def _take_sorted(column: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
+    """``column`` at the ascending ``rows``, taken chunk by chunk: a take from a chunked column
+    would first concatenate all of it."""
+    starts = np.cumsum([0] + [len(c) for c in column.chunks])
+    cuts = np.searchsorted(rows, starts)
+    parts = [
+        chunk.take(pa.array(rows[cuts[i] : cuts[i + 1]] - starts[i]))
+        for i, chunk in enumerate(column.chunks)
+        if cuts[i + 1] > cuts[i]
+    ]
+    return pa.concat_arrays(parts)
+
+
+def _projected_dictionary_bytes(sample: pa.Array, n: int) -> float:
+    """Bytes of the dictionary of a column of ``n`` rows that ``sample`` comes from (rows drawn
+    uniformly, or the whole column); 0 unless nearly every sampled row is distinct."""
+    size = len(sample)
+    distinct = len(pc.unique(sample))
+    if distinct < _DISTINCT_SHARE_TO_JUDGE * size:
+        return 0.0
+    if size == n:
+        values = float(distinct)
+    else:
+        # d equally frequent values show d * (1 - exp(-size / d)) distinct ones in `size` draws
+        # on average: x = size / d solves (1 - exp(-x)) / x = distinct / size (bisection).
+        share, lo, hi = distinct / size, 0.0, 1.0
+        for _ in range(30):
+            x = (lo + hi) / 2
+            if (1 - math.exp(-x)) / x > share:
+                lo = x
+            else:
+                hi = x
+        values = n if lo == 0 else min(n, size / lo)
+    if (
+        pa.types.is_binary(sample.type)
+        or pa.types.is_string(sample.type)
+        or pa.types.is_large_string(sample.type)
+        or pa.types.is_large_binary(sample.type)
+    ):
+        # A dictionary page holds each value with a 4-byte length.
+        width = (pc.sum(pc.binary_length(sample)).as_py() or 0) / size + 4
+    else:
+        width = sample.type.bit_width / 8 if pa.types.is_primitive(sample.type) else sample.nbytes / size
+    return values * width
 
 
 def _decoded(schema: pa.Schema) -> pa.Schema:
