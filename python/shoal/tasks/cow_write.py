@@ -223,6 +223,9 @@ def _drop_stale(records: pa.Table, old: pa.Table, ordering_field: str) -> pa.Tab
     only the stored records whose keys come in."""
     if ordering_field not in old.column_names or ordering_field not in records.column_names:
         return records  # hard deletes carry no ordering value: they always apply
+    stored_keys = old.column(RECORD_KEY)
+    if len(pc.unique(stored_keys)) == len(stored_keys):
+        return _drop_stale_unique(records, old, ordering_field)
     n = records.num_rows
     inc = pa.table(
         {
@@ -249,6 +252,24 @@ def _drop_stale(records: pa.Table, old: pa.Table, ordering_field: str) -> pa.Tab
     if OP_COLUMN in records.column_names:
         keep = pc.or_(keep, pc.equal(records.column(OP_COLUMN), OP_HARD_DELETE))
     return records.filter(keep)
+
+
+def _drop_stale_unique(records: pa.Table, old: pa.Table, ordering_field: str) -> pa.Table:
+    """_drop_stale when ``old`` holds each key once (a base file does unless inserts kept
+    duplicates): each record looks its stored row up by position instead of through a join."""
+    position = pc.index_in(records.column(RECORD_KEY), value_set=old.column(RECORD_KEY))
+    inc_ord = records.column(ordering_field)
+    old_ord = old.column(ordering_field).take(position)
+    if old_ord.type != inc_ord.type:
+        old_ord = old_ord.cast(inc_ord.type)
+    stale = pc.fill_null(pc.greater(old_ord, inc_ord), False)
+    # A null incoming ordering value never beats a stored non-null one.
+    stale = pc.and_(pc.is_valid(position), pc.or_(stale, pc.and_(pc.is_null(inc_ord), pc.is_valid(old_ord))))
+    if OP_COLUMN in records.column_names:
+        stale = pc.and_(stale, pc.not_equal(records.column(OP_COLUMN), OP_HARD_DELETE))
+    if not pc.any(stale).as_py():
+        return records
+    return records.filter(pc.invert(stale))
 
 
 def _count_deletes_hitting(records: pa.Table, ops: pa.ChunkedArray | None, old_keys: pa.ChunkedArray) -> int:
