@@ -146,8 +146,48 @@ def _read_old(spec: CowWriteSpec, storage: Storage) -> tuple[pa.Table, dict[byte
         # the per-file meta columns, and string columns of one value (a partition field).
         dictionaries = _DICTIONARY_COLUMNS + _constant_string_columns(metadata, spec.ordering_field)
         pf = pq.ParquetFile(f, metadata=metadata, read_dictionary=dictionaries)
-        old = pf.read(columns=[c for c in pf.schema_arrow.names if c != FILE_NAME])
+        names = [c for c in pf.schema_arrow.names if c != FILE_NAME]
+        # A record key field holds the record keys themselves (simple key generators): its column
+        # chunks are then byte for byte those of _hoodie_record_key, which is decoded once.
+        twins = _copies_of_record_keys(f, metadata, pf.schema_arrow)
+        old = pf.read(columns=[c for c in names if c not in twins])
+        for name in twins:
+            field = pf.schema_arrow.field(name)
+            old = old.add_column(names.index(name), field, old.column(RECORD_KEY))
         return old, metadata.metadata or {}
+
+
+def _copies_of_record_keys(f: pa.NativeFile, metadata: pq.FileMetaData, schema: pa.Schema) -> list[str]:
+    """Top-level columns of the file whose every column chunk is byte-identical to that of
+    ``_hoodie_record_key`` (so they decode to the same values)."""
+    if RECORD_KEY not in schema.names or metadata.num_row_groups == 0:
+        return []
+    key_type = schema.field(RECORD_KEY).type
+    leaf = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
+    if RECORD_KEY not in leaf:
+        return []
+    candidates = [c.name for c in schema if c.name != RECORD_KEY and c.type == key_type and c.name in leaf]
+    for g in range(metadata.num_row_groups):
+        group = metadata.row_group(g)
+        key_chunk = group.column(leaf[RECORD_KEY])
+        same_size = [
+            c
+            for c in candidates
+            if group.column(leaf[c]).total_compressed_size == key_chunk.total_compressed_size
+        ]
+        if not same_size:
+            return []
+        key_bytes = _chunk_bytes(f, key_chunk)
+        candidates = [c for c in same_size if _chunk_bytes(f, group.column(leaf[c])).equals(key_bytes)]
+    return candidates
+
+
+def _chunk_bytes(f: pa.NativeFile, chunk: pq.ColumnChunkMetaData) -> pa.Buffer:
+    start = chunk.data_page_offset
+    if chunk.has_dictionary_page and chunk.dictionary_page_offset:
+        start = min(start, chunk.dictionary_page_offset)
+    f.seek(start)
+    return f.read_buffer(chunk.total_compressed_size)
 
 
 def _constant_string_columns(metadata: pq.FileMetaData, ordering_field: str | None) -> list[str]:

@@ -194,12 +194,15 @@ def constant_strings_as_dictionaries(data: pa.Table) -> pa.Table:
 
 def dictionary_columns(data: pa.Table) -> bool | list[str]:
     """The columns to try dictionary encoding on: all but those whose dictionary would outgrow
-    DICTIONARY_PAGE_LIMIT (per-record meta columns, and columns judged by a random sample);
-    True (all) for nested schemas, whose leaf paths are not field names."""
+    DICTIONARY_PAGE_LIMIT (sequence numbers, and columns judged by a random sample); True (all)
+    for nested schemas, whose leaf paths are not field names."""
     if any(pa.types.is_nested(f.type) for f in data.schema):
         return True
     n = data.num_rows
-    plain = set(_PER_RECORD_META_COLUMNS)
+    # Sequence numbers are distinct by construction. Record keys are judged like the other
+    # columns: a key field holding the same values then gets the same encoding, byte for byte
+    # (which a merge of the file relies on to decode them once).
+    plain = {"_hoodie_commit_seqno"}
     rows = None
     if n > _DICTIONARY_SAMPLE_ROWS:
         rows = np.sort(np.random.default_rng(n).integers(0, n, _DICTIONARY_SAMPLE_ROWS))
