@@ -90,8 +90,8 @@ def install(point: str) -> None:
 def _install_torn_writes() -> None:
     """The first base file is left half written; a log append is cut in the middle of its blocks."""
 
-    def torn_base_file(storage, path, data, opts):
-        size = base_file_mod.write_base_file(storage, path, data, opts)
+    def torn_base_file(storage, path, *args, **kwargs):
+        size = base_file_mod.write_base_file(storage, path, *args, **kwargs)
         full = storage.full_path(path)
         with open(full, "r+b") as f:
             f.truncate(size // 2)
