@@ -88,9 +88,10 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
                 replaced = pc.is_in(old_keys, value_set=records.column(RECORD_KEY))
         # Stale records are gone, so matched keys they named count as neither updates nor deletes.
         matched_keys = matched.column(RECORD_KEY)
-        kept = old.filter(pc.invert(replaced))
+        kept = _filter_rows(old, pc.invert(replaced))
         num_deletes_hit = _count_deletes_hitting(records, ops, matched_keys)
-    upserts = records if ops is None else records.filter(pc.equal(ops, OP_UPSERT))
+    is_upsert = None if ops is None else pc.equal(ops, OP_UPSERT)
+    upserts = records if is_upsert is None or pc.all(is_upsert).as_py() else records.filter(is_upsert)
     if OP_COLUMN in upserts.column_names:
         upserts = upserts.drop_columns([OP_COLUMN])
     new_rows = base_file_rows(upserts, spec.instant, spec.task_id, name, spec.partition_path)
@@ -127,6 +128,27 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
             "totalCreateTime": 0,
         },
     )
+
+
+def _filter_rows(table: pa.Table, mask: pa.ChunkedArray) -> pa.Table:
+    """``table.filter(mask)``, filtering columns that share their data once (a record key field
+    taken from the decoded record keys is the same array)."""
+    first: dict[tuple[object, ...], int] = {}
+    source = []
+    for column in table.columns:
+        identity = (column.type, tuple((c.offset, len(c), _addresses(c)) for c in column.chunks))
+        source.append(first.setdefault(identity, len(first)))
+    if len(first) == table.num_columns:
+        return table.filter(mask)
+    unique = [table.column(source.index(i)) for i in range(len(first))]
+    filtered = pa.Table.from_arrays(unique, names=[str(i) for i in range(len(unique))]).filter(mask)
+    return pa.Table.from_arrays([filtered.column(i) for i in source], schema=table.schema)
+
+
+def _addresses(array: pa.Array) -> tuple[int, ...]:
+    own = tuple(b.address if b else 0 for b in array.buffers())
+    # A dictionary array's buffers are its indices only.
+    return own + _addresses(array.dictionary) if isinstance(array, pa.DictionaryArray) else own
 
 
 def _read_old(spec: CowWriteSpec, storage: Storage) -> tuple[pa.Table, dict[bytes, bytes]]:
