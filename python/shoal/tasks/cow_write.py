@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from shoal import _native
@@ -170,8 +171,10 @@ def _read_old(spec: CowWriteSpec, storage: Storage) -> tuple[pa.Table, dict[byte
         pf = pq.ParquetFile(f, metadata=metadata, read_dictionary=dictionaries)
         names = [c for c in pf.schema_arrow.names if c != FILE_NAME]
         # A record key field holds the record keys themselves (simple key generators): its column
-        # chunks are then byte for byte those of _hoodie_record_key, which is decoded once.
-        twins = _copies_of_record_keys(f, metadata, pf.schema_arrow)
+        # chunks are then byte for byte those of _hoodie_record_key, which is decoded once. The
+        # comparison reads both chunks: cheap from a local disk, not from an object store.
+        local = isinstance(storage.fs, pafs.LocalFileSystem)
+        twins = _copies_of_record_keys(f, metadata, pf.schema_arrow) if local else []
         old = pf.read(columns=[c for c in names if c not in twins])
         for name in twins:
             field = pf.schema_arrow.field(name)
