@@ -3,7 +3,9 @@
     .venv/bin/python benches/compare.py [--rows 1000000] [--upsert-rows 100000] [--repeat 3]
 
 Peers: pyarrow.dataset.write_dataset (bulk insert), deltalake merge (upsert), hudi-rs and
-pyarrow (snapshot read). Each measurement is the best of ``--repeat`` runs on fresh copies.
+pyarrow (snapshot read). Each measurement is the best of ``--repeat`` runs on fresh copies; the
+write comparisons alternate shoal's run and the peer's, so both see the same machine load, and
+also record the best process CPU time (all threads), which load disturbs less than wall time.
 Install the peers with ``SHOAL_EXTRAS=bench bash .ci/setup``.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -72,18 +75,36 @@ def report_ratios(
     ratios: dict[str, tuple[str, str, str]],
     args: argparse.Namespace,
     out: Path,
+    cpu: dict[str, float] | None = None,
 ) -> None:
-    """Prints ``label -> (ours, peer, target)`` as a table of times and ratios, and saves them."""
+    """Prints ``label -> (ours, peer, target)`` as a table of times and ratios (wall, and CPU
+    where ``cpu`` has both sides), and saves them with the machine's load averages."""
+    cpu = cpu or {}
     table = RichTable(title=title)
-    for col in ("comparison", "shoal s", "peer s", "ratio", "target"):
+    for col in ("comparison", "shoal s", "peer s", "ratio", "target", "CPU ratio"):
         table.add_column(col)
-    report: dict = {"rows": args.rows, "upsert_rows": args.upsert_rows, "seconds": results, "ratios": {}}
+    report: dict = {
+        "rows": args.rows,
+        "upsert_rows": args.upsert_rows,
+        "cpus": os.cpu_count(),
+        "load_average_at_end": os.getloadavg(),
+        "seconds": results,
+        "cpu_seconds": cpu,
+        "ratios": {},
+        "cpu_ratios": {},
+    }
     for label, (ours, peer, target) in ratios.items():
         if ours in results and peer in results:
             ratio = results[ours] / results[peer]
             report["ratios"][label] = ratio
-            table.add_row(label, f"{results[ours]:.3f}", f"{results[peer]:.3f}", f"{ratio:.2f}", target)
+            cpu_ratio = "-"
+            if ours in cpu and peer in cpu:
+                report["cpu_ratios"][label] = cpu[ours] / cpu[peer]
+                cpu_ratio = f"{cpu[ours] / cpu[peer]:.2f}"
+            row = (f"{results[ours]:.3f}", f"{results[peer]:.3f}", f"{ratio:.2f}", target, cpu_ratio)
+            table.add_row(label, *row)
     console.print(table)
+    console.print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}, {os.cpu_count()} CPUs")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
     console.print(f"wrote {out}")
@@ -98,29 +119,37 @@ def time_upserts(
     repeat: int,
     results: dict[str, float],
     prefix: str,
+    cpu: dict[str, float] | None = None,
 ) -> Callable[[], None]:
     """Times shoal's upsert into fresh copies of the table at ``base`` and deltalake's merge of
-    the same rows into the same data, as ``<prefix>.shoal`` / ``<prefix>.deltalake``. Returns the
-    function that makes a fresh copy (at ``work/copy_name``)."""
+    the same rows into the same data, run after run, as ``<prefix>.shoal`` /
+    ``<prefix>.deltalake`` (best wall seconds in ``results``, best CPU seconds in ``cpu``).
+    Returns the function that makes a fresh copy (at ``work/copy_name``)."""
 
     def fresh_copy() -> None:
         shutil.rmtree(work / copy_name, ignore_errors=True)
         shutil.copytree(base, work / copy_name)
 
-    results[f"{prefix}.shoal"] = timed(
-        lambda: shoal.Table(str(work / copy_name)).upsert(upsert), fresh_copy, repeat
-    )
-    seconds = deltalake_merge_seconds(work, data, upsert, repeat)
-    if seconds is None:
+    runs: dict[str, Run] = {
+        f"{prefix}.shoal": (lambda: shoal.Table(str(work / copy_name)).upsert(upsert), fresh_copy)
+    }
+    merge = deltalake_merge(work, data, upsert)
+    if merge is None:
         console.print("deltalake not installed: skipping the upsert comparison")
     else:
-        results[f"{prefix}.deltalake"] = seconds
+        runs[f"{prefix}.deltalake"] = merge
+    record(timed_alternately(runs, repeat), results, cpu)
     return fresh_copy
 
 
-def deltalake_merge_seconds(work: Path, data: pa.Table, upsert: pa.Table, repeat: int) -> float | None:
-    """Best time of deltalake's merge (update all matched, insert all others) of ``upsert`` into a
-    fresh copy of a Delta table holding ``data``; None when deltalake is not installed."""
+# A measured function and the setup run before each of its runs (not measured).
+Run = tuple[Callable[[], object], Callable[[], None] | None]
+
+
+def deltalake_merge(work: Path, data: pa.Table, upsert: pa.Table) -> Run | None:
+    """deltalake's merge (update all matched, insert all others) of ``upsert`` into a fresh copy
+    of a Delta table holding ``data``, and the setup making that copy; None when deltalake is not
+    installed."""
     try:
         import deltalake
     except ImportError:
@@ -144,18 +173,42 @@ def deltalake_merge_seconds(work: Path, data: pa.Table, upsert: pa.Table, repeat
             .execute()
         )
 
-    return timed(merge, fresh_copy, repeat)
+    return merge, fresh_copy
+
+
+def deltalake_merge_seconds(work: Path, data: pa.Table, upsert: pa.Table, repeat: int) -> float | None:
+    """Best time of :func:`deltalake_merge`; None when deltalake is not installed."""
+    merge = deltalake_merge(work, data, upsert)
+    return None if merge is None else timed(*merge, repeat)
+
+
+def timed_alternately(runs: dict[str, Run], repeat: int) -> dict[str, tuple[float, float]]:
+    """Runs each of ``runs`` in turn, ``repeat`` rounds, so that all see the same machine load;
+    per name, the best wall seconds and the best process CPU seconds (all threads)."""
+    walls: dict[str, list[float]] = {name: [] for name in runs}
+    cpus: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeat):
+        for name, (fn, setup) in runs.items():
+            if setup:
+                setup()
+            w0, c0 = time.perf_counter(), time.process_time()
+            fn()
+            walls[name].append(time.perf_counter() - w0)
+            cpus[name].append(time.process_time() - c0)
+    return {name: (min(walls[name]), min(cpus[name])) for name in runs}
+
+
+def record(
+    best: dict[str, tuple[float, float]], results: dict[str, float], cpu: dict[str, float] | None
+) -> None:
+    for name, (wall, cpu_seconds) in best.items():
+        results[name] = wall
+        if cpu is not None:
+            cpu[name] = cpu_seconds
 
 
 def timed(fn: Callable[[], object], setup: Callable[[], None] | None, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        if setup:
-            setup()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    return timed_alternately({"run": (fn, setup)}, repeat)["run"][0]
 
 
 def main() -> None:
@@ -170,7 +223,9 @@ def main() -> None:
     data = make_data(args.rows)
     upsert = make_upsert(data, args.upsert_rows)
     results: dict[str, float] = {}
+    cpu: dict[str, float] = {}
     console.rule(f"{args.rows:,} rows, upsert of {args.upsert_rows:,} (half updates)")
+    console.print(f"load average (1, 5, 15 min) at the start: {os.getloadavg()}, {os.cpu_count()} CPUs")
 
     # -- bulk insert ------------------------------------------------------------------------
     def fresh_dir(name: str) -> Path:
@@ -184,19 +239,21 @@ def main() -> None:
         )
         t.bulk_insert(data)
 
-    results["bulk_insert.shoal"] = timed(shoal_bulk, lambda: fresh_dir("shoal_bulk") and None, args.repeat)
-    results["bulk_insert.pyarrow"] = timed(
-        lambda: ds.write_dataset(
+    def pyarrow_bulk() -> None:
+        ds.write_dataset(
             data,
             work / "pa_bulk",
             format="parquet",
             partitioning=["part"],
             partitioning_flavor="hive",
             existing_data_behavior="overwrite_or_ignore",
-        ),
-        lambda: fresh_dir("pa_bulk") and None,
-        args.repeat,
-    )
+        )
+
+    bulk_runs: dict[str, Run] = {
+        "bulk_insert.shoal": (shoal_bulk, lambda: fresh_dir("shoal_bulk") and None),
+        "bulk_insert.pyarrow": (pyarrow_bulk, lambda: fresh_dir("pa_bulk") and None),
+    }
+    record(timed_alternately(bulk_runs, args.repeat), results, cpu)
 
     # -- upsert -----------------------------------------------------------------------------
     base_shoal = work / "shoal_base"
@@ -205,7 +262,9 @@ def main() -> None:
     )
     t.bulk_insert(data)
 
-    copy_shoal = time_upserts(work, base_shoal, "shoal_upsert", data, upsert, args.repeat, results, "upsert")
+    copy_shoal = time_upserts(
+        work, base_shoal, "shoal_upsert", data, upsert, args.repeat, results, "upsert", cpu
+    )
 
     # -- snapshot read ----------------------------------------------------------------------
     copy_shoal()
@@ -233,7 +292,7 @@ def main() -> None:
         "snapshot read: shoal / hudi-rs": ("read.shoal", "read.hudi-rs", "-"),
         "snapshot read: shoal / pyarrow dataset": ("read.shoal", "read.pyarrow", "-"),
     }
-    report_ratios("shoal vs peers (best of runs)", results, ratios, args, Path(args.out))
+    report_ratios("shoal vs peers (best of runs)", results, ratios, args, Path(args.out), cpu)
     shutil.rmtree(work, ignore_errors=True)
 
 
