@@ -3,9 +3,12 @@ candidates by reading only the record-key column of candidate files."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -64,7 +67,7 @@ class BloomIndex:
         file_ids = [pa.nulls(len(keys), pa.string()) for keys, _ in partitions]
         if not confirm and self.use_footers:
             return self._tag_unconfirmed(partitions, work, file_ids)
-        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+        with _lookup_pool(self.workers) as pool:
             hits = pool.map(lambda item: (item, self._lookup(item[1], item[2])), work)
             for (i, keys, sl), found in hits:
                 if found is None or len(found) == 0:
@@ -91,7 +94,7 @@ class BloomIndex:
             weight = 1 if self._footer(sl.base_file.path).bloom is not None else 2
             return (np.arange(len(keys)) if idx is None else idx.to_numpy(zero_copy_only=False)), weight
 
-        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+        with _lookup_pool(self.workers) as pool:
             found = [
                 (item, c[0], c[1]) for item, c in zip(work, pool.map(candidates, work), strict=True) if c
             ]
@@ -164,6 +167,20 @@ class BloomIndex:
             idx = sel if idx is None else idx.take(sel)
             probe = probe.take(sel)
         return idx, probe
+
+
+@functools.lru_cache(maxsize=4)
+def _shared_pool(workers: int, pid: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="shoal-bloom-index")
+
+
+@contextlib.contextmanager
+def _lookup_pool(workers: int) -> Iterator[ThreadPoolExecutor]:
+    """A thread pool for footer and key lookups, kept for the process: starting threads for
+    every write costs milliseconds when the machine is busy. The lookups never submit work to
+    the pool themselves, so tags running at once cannot starve each other. Keyed by process id:
+    a forked child has none of its parent's threads."""
+    yield _shared_pool(workers, os.getpid())
 
 
 def _mask_from_indices(indices: pa.Array, n: int) -> pa.Array:
