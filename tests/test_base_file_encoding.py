@@ -203,3 +203,37 @@ def test_merge_decodes_a_record_key_field_once(tmp_path):
         want = sorted(expect.values(), key=lambda r: r["id"])
         assert rows_by(t.read(), columns, ["id"]) == want
         assert rows_by(hudi_rs_read(t.path), columns, ["id"]) == want
+
+
+def test_merge_keeps_columns_plain_that_the_replaced_file_stores_plain(tmp_path):
+    t = shoal.Table.create(str(tmp_path / "t"), name="t", record_key="id", ordering_field="ts")
+    n = 3000
+    blob = [f"{i:06d}" * 50 for i in range(n)]  # 300 distinct bytes a row: no dictionary
+    t.bulk_insert(
+        pa.table(
+            {
+                "id": [f"id-{i:05d}" for i in range(n)],
+                "blob": blob,
+                "cat": ["a", "b", "c"] * 1000,
+                "ts": [1] * n,
+            }
+        )
+    )
+
+    def dictionary_pages() -> dict[str, bool]:
+        (f,) = _latest_files(t.path)
+        meta = pq.read_metadata(f)
+        group = meta.row_group(0)
+        return {
+            group.column(i).path_in_schema: group.column(i).has_dictionary_page
+            for i in range(meta.num_columns)
+        }
+
+    assert dictionary_pages()["blob"] is False and dictionary_pages()["cat"] is True
+    t.upsert(pa.table({"id": ["id-00001", "id-new"], "blob": ["x", "y"], "cat": ["d", "a"], "ts": [2, 2]}))
+    assert dictionary_pages()["blob"] is False and dictionary_pages()["cat"] is True
+    want = {f"id-{i:05d}": (blob[i], ["a", "b", "c"][i % 3]) for i in range(n)}
+    want |= {"id-00001": ("x", "d"), "id-new": ("y", "a")}
+    rows = [{"id": k, "blob": b, "cat": c} for k, (b, c) in sorted(want.items())]
+    assert rows_by(t.read(), ["id", "blob", "cat"], ["id"]) == rows
+    assert rows_by(hudi_rs_read(t.path), ["id", "blob", "cat"], ["id"]) == rows

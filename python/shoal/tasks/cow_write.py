@@ -72,8 +72,9 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
     kept = None
     num_deletes_hit = 0
     old_footer: dict[bytes, bytes] = {}
+    plain: list[str] = []
     if rewrite:
-        old, old_footer = _read_old(spec, storage)
+        old, old_footer, plain = _read_old(spec, storage)
         old_keys = old.column(RECORD_KEY)
         # Every membership test hashes the incoming side: a bucket's records are far fewer than
         # the rows of the file they update.
@@ -111,7 +112,7 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
         out = pa.concat_tables([kept, new_rows], promote_options="permissive")
     else:
         out = new_rows
-    size = write_base_file(storage, path, out, spec.options, keys)
+    size = write_base_file(storage, path, out, spec.options, keys, plain)
     return WriteStat(
         fileId=spec.file_id,
         path=path,
@@ -152,16 +153,17 @@ def _addresses(array: pa.Array) -> tuple[int, ...]:
     return own + _addresses(array.dictionary) if isinstance(array, pa.DictionaryArray) else own
 
 
-def _read_old(spec: CowWriteSpec, storage: Storage) -> tuple[pa.Table, dict[bytes, bytes]]:
+def _read_old(spec: CowWriteSpec, storage: Storage) -> tuple[pa.Table, dict[bytes, bytes], list[str]]:
     """The records the new slice carries over, without ``_hoodie_file_name`` (it is rewritten) and
-    with the per-file columns as dictionaries, like the new rows (base_file_rows); and the old
-    base file's footer metadata when the slice is that file alone (else empty)."""
+    with the per-file columns as dictionaries, like the new rows (base_file_rows); and, when the
+    slice is the old base file alone, its footer metadata and the columns it stores without a
+    dictionary (else empty)."""
     if spec.old_slice is not None:
         old = read_mor_slice(spec.old_slice, storage).drop_columns([FILE_NAME])
         for column in _DICTIONARY_COLUMNS:
             i = old.column_names.index(column)
             old = old.set_column(i, column, pc.dictionary_encode(old.column(column)))
-        return old, {}
+        return old, {}, []
     assert spec.old_base_path is not None
     with storage.open_input_file(spec.old_base_path) as f:
         metadata = pq.read_metadata(f)
@@ -179,7 +181,22 @@ def _read_old(spec: CowWriteSpec, storage: Storage) -> tuple[pa.Table, dict[byte
         for name in twins:
             field = pf.schema_arrow.field(name)
             old = old.add_column(names.index(name), field, old.column(RECORD_KEY))
-        return old, metadata.metadata or {}
+        return old, metadata.metadata or {}, _plain_columns(metadata)
+
+
+def _plain_columns(metadata: pq.FileMetaData) -> list[str]:
+    """Top-level columns without a dictionary page in any row group: the writer judged (or was
+    told) that a dictionary does not pay for them, and a merge keeps most of their values."""
+    if metadata.num_row_groups == 0:
+        return []
+    names = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
+    return [
+        name
+        for i, name in enumerate(names)
+        if not any(
+            metadata.row_group(g).column(i).has_dictionary_page for g in range(metadata.num_row_groups)
+        )
+    ]
 
 
 def _copies_of_record_keys(f: pa.NativeFile, metadata: pq.FileMetaData, schema: pa.Schema) -> list[str]:

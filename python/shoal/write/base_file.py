@@ -4,6 +4,7 @@ filter of the record keys, the min/max record key and the Avro schema (HUDI_FORM
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,9 +29,9 @@ _PER_RECORD_META_COLUMNS = frozenset({"_hoodie_commit_seqno", "_hoodie_record_ke
 # Column statistics cost a comparison of every value; nothing filters on sequence numbers.
 _NO_STATISTICS = frozenset({"_hoodie_commit_seqno"})
 # Even under that limit, a column whose dictionary will overflow is hashed value by value until
-# it does. Rows drawn at random tell how many distinct values a column has: one projected to
-# need twice the limit is written plain from the start. Mostly-distinct samples are the only
-# ones judged, so skewed columns (few frequent values) keep the writer's own fallback.
+# it does. Rows drawn at random (each at most once) tell how many distinct values a column has:
+# one projected to need twice the limit is written plain from the start. Mostly-distinct samples
+# are the only ones judged, so skewed columns (few frequent values) keep the writer's fallback.
 _DICTIONARY_SAMPLE_ROWS = 2048
 _DISTINCT_SHARE_TO_JUDGE = 0.9
 
@@ -112,12 +113,18 @@ class KeyFooterValues:
 
 
 def write_base_file(
-    storage: Storage, path: str, data: pa.Table, opts: BaseFileOptions, keys: KeyFooterValues | None = None
+    storage: Storage,
+    path: str,
+    data: pa.Table,
+    opts: BaseFileOptions,
+    keys: KeyFooterValues | None = None,
+    plain_columns: Collection[str] = (),
 ) -> int:
     """Writes ``data`` (meta columns included) to ``path``; returns the file size in bytes.
     Dictionary columns are stored as their value type. ``keys``: the footer's record-key entries
     when the caller knows them for the records of ``data`` (a merge reusing the replaced file's
-    bloom filter); computed from ``data`` otherwise."""
+    bloom filter); computed from ``data`` otherwise. ``plain_columns``: columns known not to pay
+    for a dictionary (a merge passes those the replaced file stores without one)."""
     # Chunks of a dictionary column must share one dictionary: on a change the parquet writer
     # falls back to plain encoding for the rest of the column chunk.
     data = constant_strings_as_dictionaries(data).unify_dictionaries()
@@ -142,7 +149,7 @@ def write_base_file(
             data_page_size=opts.page_size,
             dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT,
             write_statistics=[c for c in data.column_names if c not in _NO_STATISTICS],
-            use_dictionary=dictionary_columns(data),
+            use_dictionary=dictionary_columns(data, plain_columns),
             # No ARROW:schema blob: the footer carries what Hudi readers look for, nothing else.
             store_schema=False,
         ) as writer,
@@ -192,20 +199,20 @@ def constant_strings_as_dictionaries(data: pa.Table) -> pa.Table:
     return data
 
 
-def dictionary_columns(data: pa.Table) -> bool | list[str]:
+def dictionary_columns(data: pa.Table, known_plain: Collection[str] = ()) -> bool | list[str]:
     """The columns to try dictionary encoding on: all but those whose dictionary would outgrow
-    DICTIONARY_PAGE_LIMIT (sequence numbers, and columns judged by a random sample); True (all)
-    for nested schemas, whose leaf paths are not field names."""
+    DICTIONARY_PAGE_LIMIT (sequence numbers, ``known_plain`` ones, and columns judged by a random
+    sample); True (all) for nested schemas, whose leaf paths are not field names."""
     if any(pa.types.is_nested(f.type) for f in data.schema):
         return True
     n = data.num_rows
     # Sequence numbers are distinct by construction. Record keys are judged like the other
     # columns: a key field holding the same values then gets the same encoding, byte for byte
     # (which a merge of the file relies on to decode them once).
-    plain = {"_hoodie_commit_seqno"}
+    plain = {"_hoodie_commit_seqno", *known_plain}
     rows = None
     if n > _DICTIONARY_SAMPLE_ROWS:
-        rows = np.sort(np.random.default_rng(n).integers(0, n, _DICTIONARY_SAMPLE_ROWS))
+        rows = np.sort(np.random.default_rng(n).choice(n, _DICTIONARY_SAMPLE_ROWS, replace=False))
     for f, column in zip(data.schema, data.columns, strict=True):
         if f.name in plain or pa.types.is_dictionary(f.type) or pa.types.is_boolean(f.type) or not n:
             continue
@@ -229,8 +236,8 @@ def _take_sorted(column: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
 
 
 def _projected_dictionary_bytes(sample: pa.Array, n: int) -> float:
-    """Bytes of the dictionary of a column of ``n`` rows that ``sample`` comes from (rows drawn
-    uniformly, or the whole column); 0 unless nearly every sampled row is distinct."""
+    """Bytes of the dictionary of a column of ``n`` rows that ``sample`` comes from (distinct rows
+    drawn at random, or the whole column); 0 unless nearly every sampled row is distinct."""
     size = len(sample)
     distinct = len(pc.unique(sample))
     if distinct < _DISTINCT_SHARE_TO_JUDGE * size:
