@@ -190,8 +190,10 @@ class KeyGenerator(abc.ABC):
         """One field's value as the key (``KeyGenUtils.getRecordKey(record, field)``)."""
         field = self.record_key_fields[0]
         keys = self._key_strings(data, field)
-        bad = pc.or_kleene(pc.is_null(keys), pc.equal(pc.utf8_length(keys), 0))
-        if keys.null_count or pc.any(bad).as_py():
+        # Byte lengths come from the offsets; utf8_length would decode every key.
+        empty = pc.equal(pc.binary_length(keys), 0)
+        if keys.null_count or pc.any(empty).as_py():
+            bad = pc.fill_null(empty, True)
             raise InvalidRecordKeyError(
                 f"record key field {field!r} is null or empty at row {first_true(bad)}"
                 f" ({pc.sum(bad).as_py()} such rows)"

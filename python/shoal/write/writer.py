@@ -323,9 +323,10 @@ class Writer:
         assigner = self.assigner(timeline, lambda: records)
         per_file = assigner.records_per_new_file()
         groups = group_rows(records.column(PARTITION_PATH))
-        # Base files take the partition path from their bucket: no need to carry the column.
-        # Chunked columns are concatenated once here rather than by every partition's take.
-        data = records.drop_columns([PARTITION_PATH]).combine_chunks()
+        # Base files take the partition path from their bucket: no need to carry the column,
+        # nor the operations (a bulk insert writes records only). Chunked columns are
+        # concatenated once here rather than by every partition's take.
+        data = records.drop_columns([PARTITION_PATH, OP_COLUMN]).combine_chunks()
         sorted_parts = self.driver.map(sorted_by_key, [(data, rows) for _, rows in groups])
         assignment = Assignment()
         chunks: list[tuple[int, pa.Table]] = []
@@ -627,13 +628,15 @@ def sorted_by_key(data: pa.Table, rows: pa.Array) -> pa.Table:
 
 def take_rows(table: pa.Table, indices: pa.Array) -> pa.Table:
     """``table.take(indices)``, gathering columns that share their data once: a string record
-    key field and ``_hoodie_record_key`` are the same array."""
+    key field and ``_hoodie_record_key`` are the same array. ``indices`` must be rows of
+    ``table``: they are not bounds-checked."""
     taken: dict[tuple[Any, ...], pa.ChunkedArray] = {}
     columns = []
     for column in table.columns:
         identity = _identity(column)
         if identity not in taken:
-            taken[identity] = column.take(indices)
+            # Callers pass indices from sorts and groupings of the table's own rows.
+            taken[identity] = pc.take(column, indices, boundscheck=False)
         columns.append(taken[identity])
     return pa.Table.from_arrays(columns, schema=table.schema)
 
@@ -651,7 +654,9 @@ def _identity(column: pa.ChunkedArray) -> tuple[Any, ...]:
 
 def _has_ordered_entries(chunk: pa.Table) -> bool:
     """Whether the chunk holds records or ``_hoodie_is_deleted`` deletes, which compete on
-    ordering (hard deletes always apply)."""
+    ordering (hard deletes always apply); a chunk without operations holds records only."""
+    if OP_COLUMN not in chunk.column_names:
+        return chunk.num_rows > 0
     return bool(pc.any(pc.not_equal(chunk.column(OP_COLUMN), OP_HARD_DELETE)).as_py())
 
 
