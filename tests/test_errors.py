@@ -104,6 +104,7 @@ def test_missing_partition_field(table):
         {"hoodie.parquet.max.file.sise": "100"},
         {"hoodie.parquet.max.file.size": "lots"},
         {"hoodie.index.type": "MAGIC"},
+        {"hoodie.bulkinsert.sort.mode": "SHUFFLE"},
         {"hoodie.parquet.small.file.limit": "200", "hoodie.parquet.max.file.size": "100"},
     ],
 )

@@ -211,6 +211,51 @@ def test_bulk_insert_cuts_sorted_files_at_the_target_size(tmp_path):
     assert sorted(hudi_rs_read(t.path)["id"].to_pylist()) == sorted(f"k{i:06d}" for i in range(n))
 
 
+@pytest.mark.parametrize(
+    ("mode", "key_order"),
+    [("GLOBAL_SORT", True), ("PARTITION_SORT", True), ("NONE", False), ("PARTITION_PATH_REPARTITION", False)],
+)
+def test_bulk_insert_sort_mode(tmp_path, mode, key_order):
+    t = shoal.Table.create(
+        str(tmp_path / "b"),
+        name="b",
+        record_key="id",
+        partition_by="city",
+        ordering_field="ts",
+        options={"hoodie.bulkinsert.sort.mode": mode.lower() if mode == "NONE" else mode},
+    )
+    # Keys arrive in a shuffled order that is neither ascending nor descending.
+    ids = [(i * 7919) % 1000 for i in range(1000)]
+    data = pa.table(
+        {
+            "id": pa.array([f"k{i:04d}" for i in ids]),
+            "city": [("sf", "nyc")[i % 2] for i in ids],
+            "ts": pa.array([1] * len(ids), pa.int64()),
+            "fare": [float(i) for i in ids],
+        }
+    )
+    t.bulk_insert(data)
+    files = sorted(Path(t.path).glob("*/*.parquet"))
+    assert len(files) == 2
+    for f in files:
+        city = f.parent.name
+        keys = pq.read_table(f, columns=["_hoodie_record_key"]).column(0).to_pylist()
+        pairs = zip(data["id"].to_pylist(), data["city"].to_pylist(), strict=True)
+        given = [k for k, c in pairs if c == city]
+        assert keys == (sorted(given) if key_order else given)
+        meta = pq.read_metadata(f).metadata
+        assert (meta[b"hoodie_min_record_key"], meta[b"hoodie_max_record_key"]) == (
+            min(given).encode(),
+            max(given).encode(),
+        )
+    rows = rows_by(hudi_rs_read(t.path), ["id", "city", "fare"], ["id"])
+    assert rows == rows_by(data, ["id", "city", "fare"], ["id"])
+    # The footers index every key, whatever the order: an upsert finds them all.
+    t.upsert(data.set_column(3, "fare", pa.array([-1.0] * data.num_rows)))
+    assert t.read().num_rows == 1000
+    assert set(hudi_rs_read(t.path)["fare"].to_pylist()) == {-1.0}
+
+
 def test_inserts_fill_small_files_before_new_file_groups(tmp_path):
     t = shoal.Table.create(
         str(tmp_path / "s"),

@@ -203,6 +203,22 @@ ALLOW_DUPLICATE_ON_INSERTS = _opt(
     _bool,
     "Insert does not dedup against existing records.",
 )
+BULKINSERT_SORT_MODE = _opt(
+    "hoodie.bulkinsert.sort.mode",
+    "GLOBAL_SORT",
+    _choice(
+        "GLOBAL_SORT",
+        "PARTITION_SORT",
+        "PARTITION_PATH_REPARTITION_AND_SORT",
+        "NONE",
+        "PARTITION_PATH_REPARTITION",
+    ),
+    "Bulk insert row order: by partition and record key (the *SORT modes), or as given.",
+)
+# Modes whose files hold their records in key order (Hudi's sorting partitioners).
+KEY_SORTED_BULK_INSERT_MODES = frozenset(
+    {"GLOBAL_SORT", "PARTITION_SORT", "PARTITION_PATH_REPARTITION_AND_SORT"}
+)
 
 # -- timeline -------------------------------------------------------------------------------
 TIMELINE_TIMEZONE = _opt("hoodie.table.timeline.timezone", "UTC", _choice("UTC", "LOCAL"), "Instant clock.")

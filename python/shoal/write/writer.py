@@ -18,10 +18,12 @@ from shoal.config.table_config import MergeOrdering, TableConfig, TableType
 from shoal.config.write_config import (
     ALLOW_DUPLICATE_ON_INSERTS,
     BLOOM_PRUNE_BY_RANGES,
+    BULKINSERT_SORT_MODE,
     COMBINE_BEFORE_DELETE,
     COMBINE_BEFORE_INSERT,
     COMBINE_BEFORE_UPSERT,
     INDEX_TYPE,
+    KEY_SORTED_BULK_INSERT_MODES,
     LOGFILE_MAX_SIZE,
     PARQUET_COMPRESSION,
     PARQUET_MAX_FILE_SIZE,
@@ -319,7 +321,8 @@ class Writer:
     def _plan_bulk_insert(
         self, records: pa.Table, timeline: Timeline
     ) -> tuple[Assignment, list[tuple[int, pa.Table]]]:
-        """Sorted by partition and key, cut into files of ``max file size`` each; no index lookup."""
+        """Grouped by partition, in key order unless ``hoodie.bulkinsert.sort.mode`` says to keep
+        the input order, cut into files of ``max file size`` each; no index lookup."""
         assigner = self.assigner(timeline, lambda: records)
         per_file = assigner.records_per_new_file()
         groups = group_rows(records.column(PARTITION_PATH))
@@ -327,10 +330,13 @@ class Writer:
         # nor the operations (a bulk insert writes records only). Chunked columns are
         # concatenated once here rather than by every partition's take.
         data = records.drop_columns([PARTITION_PATH, OP_COLUMN]).combine_chunks()
-        sorted_parts = self.driver.map(sorted_by_key, [(data, rows) for _, rows in groups])
+        arrange = (
+            sorted_by_key if self.wc.get(BULKINSERT_SORT_MODE) in KEY_SORTED_BULK_INSERT_MODES else take_rows
+        )
+        parts = self.driver.map(arrange, [(data, rows) for _, rows in groups])
         assignment = Assignment()
         chunks: list[tuple[int, pa.Table]] = []
-        for (partition, _), part in zip(groups, sorted_parts, strict=True):
+        for (partition, _), part in zip(groups, parts, strict=True):
             for lo in range(0, part.num_rows, per_file):
                 n = min(per_file, part.num_rows - lo)
                 assigner.assign(assignment, partition, n, {}, [], allow_logs=True, use_small_files=False)
