@@ -420,8 +420,10 @@ def test_simple_index_tags_like_the_bloom_index_without_footers(tmp_path, monkey
     assert [r["ts"] for r in tables["SIMPLE"]] == [1] * 40 + [2] * 50
 
 
-def test_bucket_index_is_rejected_until_supported(tmp_path):
-    with pytest.raises(shoal.InvalidOptionError, match="BLOOM, SIMPLE"):
-        shoal.Table.create(
-            str(tmp_path / "b"), name="b", record_key="id", options={"hoodie.index.type": "BUCKET"}
-        )
+def test_unsupported_index_types_are_rejected(tmp_path):
+    # BUCKET is supported (tests/test_bucket_index.py); HBASE and the global indexes are not.
+    for index in ("HBASE", "GLOBAL_BLOOM"):
+        with pytest.raises(shoal.InvalidOptionError, match="BLOOM, SIMPLE, BUCKET"):
+            shoal.Table.create(
+                str(tmp_path / "b"), name="b", record_key="id", options={"hoodie.index.type": index}
+            )

@@ -174,8 +174,42 @@ COMBINE_BEFORE_DELETE = _opt("hoodie.combine.before.delete", "true", _bool, "Ded
 INDEX_TYPE = _opt(
     "hoodie.index.type",
     "BLOOM",
-    _choice("BLOOM", "SIMPLE"),
-    "Index used to tag records (BUCKET is not supported yet).",
+    _choice("BLOOM", "SIMPLE", "BUCKET"),
+    "Index used to tag records: BLOOM, SIMPLE, or BUCKET (the simple bucket engine; local writes).",
+)
+
+
+def _bucket_engine(v: str) -> str:
+    engine = _choice("SIMPLE", "CONSISTENT_HASHING")(v)
+    if engine != "SIMPLE":
+        raise ValueError(
+            "only the SIMPLE bucket engine (a fixed number of buckets per partition) is supported; "
+            "CONSISTENT_HASHING resizes buckets by clustering, which shoal does not implement"
+        )
+    return engine
+
+
+def _field_list(v: str) -> str:
+    fields = [f.strip() for f in v.split(",")]
+    if not all(fields):
+        raise ValueError("expected comma-separated field names")
+    return ",".join(fields)
+
+
+BUCKET_INDEX_ENGINE = _opt(
+    "hoodie.index.bucket.engine", "SIMPLE", _bucket_engine, "Bucket index engine (only SIMPLE)."
+)
+BUCKET_INDEX_NUM_BUCKETS = _opt(
+    "hoodie.bucket.index.num.buckets",
+    "256",
+    _positive_int,
+    "Bucket index: buckets (file groups) per partition; fixed for the life of the table.",
+)
+BUCKET_INDEX_HASH_FIELD = _opt(
+    "hoodie.bucket.index.hash.field",
+    None,
+    _field_list,
+    "Bucket index: the record key fields hashed into a bucket (default: all record key fields).",
 )
 BLOOM_FILTER_TYPE = _opt(
     "hoodie.bloom.index.filter.type",

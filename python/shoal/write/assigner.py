@@ -2,7 +2,8 @@
 
 Updates go to the file group that holds them. Inserts first fill small files (a base file below
 ``hoodie.parquet.small.file.limit``; capacity ``(max file size - size) / average record size``),
-then new file groups of ``max file size / average record size`` records each.
+then new file groups of ``max file size / average record size`` records each. With the bucket
+index, a bucket's records all go to its one file group (:func:`assign_bucket_file_groups`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 
 from shoal.fs.naming import new_file_id
 from shoal.fs.view import FileSlice
+from shoal.index.bucket import bucket_file_id
 
 
 @dataclass
@@ -112,6 +114,28 @@ class BucketAssigner:
             remaining -= take
         if plan:
             assignment.insert_plan[partition] = plan
+
+
+def assign_bucket_file_groups(
+    assignment: Assignment,
+    partition: str,
+    inserts_by_bucket: Sequence[tuple[int, int]],
+    updates_by_file: dict[str, int],
+    slices: Sequence[FileSlice],
+) -> None:
+    """The bucket index's assignment of one partition: each tagged file group takes its
+    records (updates, and new keys of its bucket), and each bucket without a file group gets a
+    new one named after it that takes all its records. No small-file packing and no size limit:
+    a bucket is one file group."""
+    by_id = {s.file_id: s for s in slices}
+    for fid, count in sorted(updates_by_file.items()):
+        assignment.buckets.append(Bucket(partition, fid, by_id.get(fid), updates=count))
+    plan: list[tuple[int, int]] = []
+    for bucket, count in inserts_by_bucket:
+        plan.append((len(assignment.buckets), count))
+        assignment.buckets.append(Bucket(partition, bucket_file_id(bucket), None, inserts=count))
+    if plan:
+        assignment.insert_plan[partition] = plan
 
 
 @dataclass

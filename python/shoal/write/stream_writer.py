@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal import _native
-from shoal.config.write_config import SCHEMA_ON_WRITE_ADD_COLUMNS
+from shoal.config.write_config import INDEX_TYPE, SCHEMA_ON_WRITE_ADD_COLUMNS
 from shoal.errors import CommitConflictError, InvalidArgumentError, InvalidOptionError, UnsupportedError
 from shoal.fs.naming import parse_log_file_name
 from shoal.fs.partition_metadata import ensure_partition_metadata
@@ -210,6 +210,12 @@ class StreamWriter:
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise InvalidArgumentError(f"{name} must be a positive number of bytes, got {value!r}")
+        if writer.wc.get(INDEX_TYPE) == "BUCKET":
+            # Its rolling assigner packs inserts by size; buckets would need their own routing.
+            raise UnsupportedError(
+                "the streaming writer does not support hoodie.index.type=BUCKET yet: write with "
+                "Table.upsert / insert / delete instead"
+            )
         if not writer.combine(op):
             raise InvalidOptionError(
                 "a streaming writer combines the records of a key by the precombine rule: "

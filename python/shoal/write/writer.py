@@ -18,6 +18,8 @@ from shoal.config.table_config import MergeOrdering, TableConfig, TableType
 from shoal.config.write_config import (
     ALLOW_DUPLICATE_ON_INSERTS,
     BLOOM_PRUNE_BY_RANGES,
+    BUCKET_INDEX_HASH_FIELD,
+    BUCKET_INDEX_NUM_BUCKETS,
     BULKINSERT_SORT_MODE,
     COMBINE_BEFORE_DELETE,
     COMBINE_BEFORE_INSERT,
@@ -33,6 +35,7 @@ from shoal.config.write_config import (
     SCHEMA_ON_WRITE_ADD_COLUMNS,
     WriteConfig,
 )
+from shoal.errors import UnsupportedError
 from shoal.executor.base import Executor
 from shoal.executor.local import LocalExecutor
 from shoal.fs.markers import delete_markers, reconcile_against_markers
@@ -40,6 +43,7 @@ from shoal.fs.partition_metadata import ensure_partition_metadata
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bloom import BloomIndex
+from shoal.index.bucket import BucketIndex
 from shoal.index.footer import KeyFooter
 from shoal.index.simple import SimpleIndex
 from shoal.keygen import KeyGenerator
@@ -66,7 +70,7 @@ from shoal.timeline.commit_metadata import NULL_COMMIT, CommitMetadata, WriteSta
 from shoal.timeline.instant import Action, Instant
 from shoal.timeline.lock import WRITE, table_lock
 from shoal.timeline.timeline import Timeline
-from shoal.write.assigner import Assignment, BucketAssigner
+from shoal.write.assigner import Assignment, BucketAssigner, assign_bucket_file_groups
 from shoal.write.base_file import BaseFileOptions, avro_schema_for
 from shoal.write.input import to_arrow_table
 from shoal.write.prepare import (
@@ -165,7 +169,8 @@ class Writer:
         records = self._prepare(data, operation, timeline)
         timeline = self.rollback_failed_writes(timeline)
         view = FileSystemView(self.storage, timeline)
-        if operation == Operation.BULK_INSERT:
+        # With the bucket index every record goes to its bucket's file group, bulk inserts too.
+        if operation == Operation.BULK_INSERT and self.wc.get(INDEX_TYPE) != "BUCKET":
             assignment, chunks = self._plan_bulk_insert(records, timeline)
         else:
             assignment, chunks = self._plan(records, operation, view, timeline)
@@ -230,6 +235,17 @@ class Writer:
         """The index that tags this operation's records; None when it needs no lookup."""
         return make_index(self.storage, self.wc, operation, footers)
 
+    def bucket_index(self) -> BucketIndex | None:
+        """The bucket index when ``hoodie.index.type=BUCKET`` (local writes only), else None."""
+        if self.wc.get(INDEX_TYPE) != "BUCKET":
+            return None
+        return BucketIndex.for_table(
+            self.storage,
+            self.config.record_key_fields,
+            self.wc.get(BUCKET_INDEX_NUM_BUCKETS),
+            self.wc.get(BUCKET_INDEX_HASH_FIELD),
+        )
+
     def _average_record_size(self, timeline: Timeline, sample: Callable[[], pa.Table]) -> int:
         from_commits = average_record_size_from_commits(
             timeline, self.wc.get(PARQUET_SMALL_FILE_LIMIT), self.wc.get(RECORD_SIZE_THRESHOLD)
@@ -259,8 +275,13 @@ class Writer:
         num_inserts: int,
         updates_by_file: dict[str, int],
         slices: list[FileSlice],
+        inserts_by_bucket: list[tuple[int, int]] | None = None,
     ) -> None:
-        """Adds one partition's buckets: its updates per file group and its inserts."""
+        """Adds one partition's buckets: its updates per file group and its inserts (with the
+        bucket index: ``inserts_by_bucket``, each bucket's new file group and its records)."""
+        if inserts_by_bucket is not None:
+            assign_bucket_file_groups(assignment, partition, inserts_by_bucket, updates_by_file, slices)
+            return
         assigner.assign(
             assignment, partition, num_inserts, updates_by_file, slices, allow_logs=not self.merge_on_read
         )
@@ -276,7 +297,8 @@ class Writer:
         all_keys = records.column(RECORD_KEY)
         keys = [all_keys.take(rows).combine_chunks() for _, rows in groups]
         slices = [view.latest_file_slices(partition) for partition, _ in groups]
-        index = self.index(operation)
+        bucket_index = self.bucket_index()
+        index = bucket_index if bucket_index is not None else self.index(operation)
         if index is None:
             tags = [pa.nulls(len(k), pa.string()) for k in keys]
         else:
@@ -285,11 +307,16 @@ class Writer:
             # insert there). Merge-on-read confirms: a false positive would log a new key.
             tags = index.tag(list(zip(keys, slices, strict=True)), confirm=self.merge_on_read)
         ops = records.column(OP_COLUMN)
-        for (partition, rows), partition_slices, tagged in zip(groups, slices, tags, strict=True):
+        for (partition, rows), partition_slices, tagged, partition_keys in zip(
+            groups, slices, tags, keys, strict=True
+        ):
             found = pc.is_valid(tagged)
             is_upsert = pc.equal(ops.take(rows), OP_UPSERT)
             # Deletes of keys the table does not hold have nothing to do.
             new_rows = pc.indices_nonzero(pc.and_(pc.invert(found), is_upsert))
+            inserts_by_bucket = None
+            if bucket_index is not None:
+                new_rows, inserts_by_bucket = bucket_index.arrange_inserts(partition_keys, new_rows)
             upd_idx = pc.indices_nonzero(found)
             updates_by_file = {fid: upd_idx.take(ix) for fid, ix in group_rows(tagged.take(upd_idx))}
             first_bucket = len(assignment.buckets)
@@ -300,6 +327,7 @@ class Writer:
                 len(new_rows),
                 {fid: len(ix) for fid, ix in updates_by_file.items()},
                 partition_slices,
+                inserts_by_bucket,
             )
             bucket_rows: dict[int, list[pa.Array]] = defaultdict(list)
             by_file = {assignment.buckets[i].file_id: i for i in range(first_bucket, len(assignment.buckets))}
@@ -578,7 +606,14 @@ def make_index(
 ) -> BloomIndex | None:
     """The index that tags ``operation``'s records (``hoodie.index.type``); None when the
     operation needs no lookup (inserts that allow duplicates). ``footers``, ``cache_keys``:
-    see BloomIndex."""
+    see BloomIndex. The bucket index is planned by ``Writer._plan`` only: other write paths
+    (Spark, streaming) route inserts by size, so they refuse it here, before any instant."""
+    if wc.get(INDEX_TYPE) == "BUCKET":
+        raise UnsupportedError(
+            "hoodie.index.type=BUCKET is supported by the local writes of shoal.Table (upsert, "
+            "insert, bulk_insert, delete) only: this write path cannot route records to their "
+            "buckets' file groups yet"
+        )
     if operation == Operation.BULK_INSERT:
         return None
     if operation == Operation.INSERT and wc.get(ALLOW_DUPLICATE_ON_INSERTS):
