@@ -114,6 +114,42 @@ def test_bucket_ids_of_complex_keys():
     ]
 
 
+def test_bucket_ids_match_the_jvm(spark):
+    """The JVM behind the Spark session computes the expected buckets: Java's own
+    String.split, ArrayList.hashCode and String.hashCode, with Hudi's getHashKeys steps."""
+    jvm = spark.sparkContext._jvm
+    comma = jvm.java.util.regex.Pattern.compile(",")
+    colon = jvm.java.util.regex.Pattern.compile(":")
+
+    def jvm_bucket(key: str, fields: list[str], n: int) -> int:
+        if ":" not in key:
+            values = [key]
+        else:
+            pairs = {}
+            for part in comma.split(key):
+                name_value = list(colon.split(part))
+                pairs[name_value[0]] = name_value[1]
+            values = [pairs.get(f) for f in fields]
+        hashed = jvm.java.util.ArrayList()
+        for v in values:
+            hashed.add(v)
+        return (hashed.hashCode() & 0x7FFFFFFF) % n
+
+    rng = random.Random(5)
+    alphabet = ["a", "q", "7", "-", " ", "é", "日", "\U0001f600", "\U00010348", "\uffff"]
+
+    def text() -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12)))
+
+    simple = [text() for _ in range(60)] + ["a:b", "urn:x:1"]
+    complex_ = [f"id:{text()},name:{text()}" for _ in range(60)] + ["id:1,name:x:y", "id:2,name:z,"]
+    for n in (7, 256):
+        assert bucket_ids(pa.array(simple), ["id"], n).tolist() == [jvm_bucket(k, ["id"], n) for k in simple]
+        for fields in (["id", "name"], ["name"]):
+            want = [jvm_bucket(k, fields, n) for k in complex_]
+            assert bucket_ids(pa.array(complex_), fields, n).tolist() == want
+
+
 def test_simple_key_with_a_colon_hashes_like_hudi():
     # Hudi reads "a:b" as a complex key without the hash field: the list [null], hash 31.
     assert bucket_ids(pa.array(["a:b", "urn:x:1"]), ["id"], 1000).tolist() == [31, 31]
