@@ -2,23 +2,34 @@
 
 The driver plans with the planner ``Table.read`` and ``Table.read_incremental`` use (plain-data
 slice specs); each Spark task runs the same task function the local executor runs on one file
-slice and hands Spark Arrow batches of the declared schema. :func:`read` builds the DataFrame
-on ``spark.range(n).mapInArrow`` (one task per slice, real column pruning); the ``shoal`` data
-source (:mod:`shoal.spark.datasource`) uses the same plan and tasks.
+slice and hands Spark Arrow batches of the declared schema. The ``shoal`` data source
+(:mod:`shoal.spark.datasource`) runs every slice that way.
+
+:func:`read` hands the slices that are a base file alone (every copy-on-write slice, merge-on-read
+slices without log files, read-optimized reads) to Spark's own parquet reader, as Hudi's Spark
+integration does: moving rows from Python into the JVM costs more than Spark decoding the file
+itself. Only slices that need shoal (log files to merge, files whose column types Spark would read
+differently, incremental reads) run as ``mapInArrow`` tasks, one per slice; the two parts are
+unioned.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import decimal
+import functools
+import math
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
-from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType, TimestampNTZType
 
 from shoal.errors import InvalidArgumentError, UnsupportedError
 from shoal.fs.storage import Storage
@@ -52,7 +63,8 @@ class ReadJob:
     # The output's Arrow schema, with the table's types (Spark's come from it).
     schema: pa.Schema
     incremental: bool
-    # Incremental reads: the table schema and the arguments their finishing step needs.
+    # The table schema (types of filter columns outside the projection), and the arguments the
+    # finishing step of an incremental read needs.
     table_schema: pa.Schema | None = None
     columns: tuple[str, ...] | None = None
     include_deletes: bool = False
@@ -139,7 +151,8 @@ def plan_read(
     if qt != "incremental":
         specs, table_schema = table._plan_read(cols, filters, as_of, qt)
         schema = output_schema(table, table_schema, qt, cols, False)
-        return ReadJob(table.storage.base_uri, schema, False, tasks=tuple(ReadTask((s,)) for s in specs))
+        tasks = tuple(ReadTask((s,)) for s in specs)
+        return ReadJob(table.storage.base_uri, schema, False, table_schema, cols, tasks=tasks)
     timeline = table._timeline()
     table_schema = table._schema(timeline)
     schema = output_schema(table, table_schema, qt, cols, include_deletes)
@@ -285,6 +298,249 @@ class _SliceRunner:
                     yield from conform(piece, self.target)
 
 
+# ---- base files through Spark's parquet reader ----------------------------------------------------
+
+# Options of Spark's parquet reader for base files: dates and timestamps as written (proleptic
+# Gregorian, as Arrow reads them; no rebase from Spark 2's calendar), and a file that is missing or
+# unreadable fails the read rather than being skipped (whatever the session's defaults).
+_PARQUET_OPTIONS = {
+    "datetimeRebaseMode": "CORRECTED",
+    "int96RebaseMode": "CORRECTED",
+    "ignoreMissingFiles": "false",
+    "ignoreCorruptFiles": "false",
+}
+# Characters Spark takes for glob patterns in a path (or that Hadoop's Path will not parse as
+# written): files with them in their path are read by shoal's tasks.
+_UNSAFE_PATH_CHARS = frozenset("*?[]{}\\:%")
+# Footer column types per base file, by full path: a base file never changes once written.
+_FOOTER_TYPES: dict[str, dict[str, DataType | None]] = {}
+_FOOTER_CACHE_LIMIT = 100_000
+
+
+@dataclass(frozen=True)
+class NativeScan:
+    """The base files of a read that Spark's parquet reader scans, with what to ask of it."""
+
+    uris: tuple[str, ...]
+    # Declared columns, then filter columns outside them: the schema the files are read with.
+    read_struct: StructType
+    # The declared columns, in order.
+    columns: tuple[str, ...]
+    filters: tuple[Filter, ...]
+    # The Arrow types of the read columns (the filters' literals are checked against them).
+    schema: pa.Schema
+
+
+def split_native(job: ReadJob, storage: Storage) -> tuple[NativeScan | None, tuple[ReadTask, ...]]:
+    """Splits a planned snapshot or read-optimized read into the base files Spark's parquet
+    reader scans with the rows shoal's task would return, and the tasks left to shoal.
+
+    A slice goes to Spark when it is a base file alone on the local file system, Spark reads each
+    of its needed columns with the type the read declares (a column the file lacks is null either
+    way), no column is left that Spark would match to another by case, and every filter has a
+    Spark expression with the semantics of shoal's Arrow filter (:func:`spark_condition`).
+    Anything else (log files, type widening across schema versions, INT96 or nanosecond
+    timestamps, object stores) stays on shoal's tasks."""
+    if job.incremental or not storage.is_local or not job.schema.names:
+        return None, job.tasks
+    if any("`" in name for name in job.schema.names):  # no way to name them in Spark
+        return None, job.tasks
+    specs = [t.changes[0] for t in job.tasks]
+    # Every slice of a read carries the read's filters.
+    filters = next((s.filters for s in specs if isinstance(s, SliceReadSpec)), ())
+    table_schema = job.table_schema if job.table_schema is not None else job.schema
+    extra = [c for c in dict.fromkeys(f[0] for f in filters) if c not in job.schema.names]
+    if any(c not in table_schema.names for c in extra):
+        return None, job.tasks
+    needed = pa.schema([*job.schema, *(table_schema.field(c) for c in extra)])
+    read_struct = spark_schema(needed)
+    if filters and spark_condition(filters, needed) is None:
+        return None, job.tasks
+    wanted = {f.name: f.dataType for f in read_struct.fields}
+    lowered = {n.lower() for n in wanted}
+    uris, rest = [], []
+    for task, spec in zip(job.tasks, specs, strict=True):
+        if not isinstance(spec, SliceReadSpec):  # log files to merge
+            rest.append(task)
+            continue
+        if spec.base_file_path is None:
+            continue  # a slice of log files alone read optimized: no rows
+        full = storage.full_path(spec.base_file_path)
+        if _UNSAFE_PATH_CHARS.isdisjoint(full) and _reads_alike(
+            _footer_types(storage, full), wanted, lowered
+        ):
+            uris.append("file://" + full)
+        else:
+            rest.append(task)
+    if not uris:
+        return None, job.tasks
+    scan = NativeScan(tuple(uris), read_struct, tuple(job.schema.names), tuple(filters), needed)
+    return scan, tuple(rest)
+
+
+def _reads_alike(
+    file_types: dict[str, DataType | None], wanted: dict[str, DataType], lowered: set[str]
+) -> bool:
+    """Whether Spark reads the ``wanted`` columns of a file with these column types as declared."""
+    for name, typ in file_types.items():
+        if name in wanted:
+            if typ != wanted[name]:
+                return False
+        elif name.lower() in lowered:  # Spark matches column names ignoring case
+            return False
+    return True
+
+
+def _footer_types(storage: Storage, full_path: str) -> dict[str, DataType | None]:
+    """The Spark type of each top-level column of a base file as shoal's tasks hand it to Spark,
+    None where Spark's parquet reader would return other values (or where shoal and Spark
+    disagree on the type)."""
+    types = _FOOTER_TYPES.get(full_path)
+    if types is None:
+        with storage.fs.open_input_file(full_path) as f:
+            schema = pq.read_schema(f)
+        types = {f.name: _native_type(f.type) for f in schema}
+        if len(_FOOTER_TYPES) >= _FOOTER_CACHE_LIMIT:
+            _FOOTER_TYPES.clear()
+        _FOOTER_TYPES[full_path] = types
+    return types
+
+
+def _native_type(t: pa.DataType) -> DataType | None:
+    if not _native_readable(t):
+        return None
+    try:
+        return _nullable(from_arrow_type(_plain(t), prefer_timestamp_ntz=True))
+    except Exception:  # pyspark raises its own type error for unmapped types
+        return None
+
+
+def _native_readable(t: pa.DataType) -> bool:
+    """Arrow types of columns Spark's parquet reader returns with the values Arrow reads. Left
+    out: nanosecond timestamps (INT96 reads as those, Spark as microseconds of another type),
+    times, durations, fixed-size binaries (UUIDs), unsigned integers, wide decimals."""
+    if pa.types.is_dictionary(t):
+        return _native_readable(t.value_type)
+    if pa.types.is_timestamp(t):
+        return t.unit != "ns"
+    if pa.types.is_struct(t):
+        return all(_native_readable(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _native_readable(t.key_type) and _native_readable(t.item_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _native_readable(t.value_type)
+    return (
+        pa.types.is_boolean(t)
+        or pa.types.is_signed_integer(t)
+        or (pa.types.is_floating(t) and not pa.types.is_float16(t))
+        or t in (pa.string(), pa.large_string(), pa.binary(), pa.large_binary(), pa.date32())
+        or pa.types.is_decimal128(t)
+    )
+
+
+def spark_condition(filters: Sequence[Filter], schema: pa.Schema) -> Column | None:
+    """The Spark condition that keeps the rows shoal's Arrow filter keeps
+    (:func:`shoal.read.filters.to_expression`), or None when a filter has no such expression.
+
+    Where Spark and Arrow differ the condition says what Arrow does: NaN is greater than every
+    number in Spark and compares false in Arrow; ``not in`` keeps nulls in Arrow. Only literals of
+    the column's own kind are taken (Spark would coerce others where Arrow fails)."""
+    out: Column | None = None
+    for f in filters:
+        if len(f) != 3:
+            return None
+        term = _spark_term(*f, schema)
+        if term is None:
+            return None
+        out = term if out is None else out & term
+    return out
+
+
+def _spark_term(name: str, op: str, value: Any, schema: pa.Schema) -> Column | None:
+    if name not in schema.names or "`" in name:
+        return None
+    t = _plain(schema.field(name).type)
+    col = F.col(f"`{name}`")
+    if op in ("in", "not in"):
+        if not isinstance(value, list | tuple | set | frozenset) or not value:
+            return None  # Arrow refuses an empty list (a value set of type null)
+        lits = [_spark_literal(t, v, in_list=True) for v in value]
+        if any(lit is None for lit in lits):
+            return None
+        hit = col.isin(*lits)
+        return hit if op == "in" else ~hit | col.isNull()
+    lit = _spark_literal(t, value, in_list=False)
+    if lit is None:
+        return None
+    if op in ("=", "=="):
+        return col == lit
+    if op == "!=":
+        return col != lit
+    if op == "<":
+        return col < lit
+    if op == "<=":
+        return col <= lit
+    if op in (">", ">="):
+        term = col > lit if op == ">" else col >= lit
+        return term & ~F.isnan(col) if pa.types.is_floating(t) else term
+    return None
+
+
+def _spark_literal(t: pa.DataType, v: Any, in_list: bool) -> Column | None:
+    """A Spark literal for a filter value compared with a column of type ``t``."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if pa.types.is_boolean(t):
+        return F.lit(v) if isinstance(v, bool) else None
+    if isinstance(v, bool):
+        return None
+    if pa.types.is_integer(t):
+        # Arrow casts an ``in`` list to the column's type (a float fails), a comparison to a
+        # common type (as Spark does).
+        if isinstance(v, int):
+            return F.lit(v) if -(2**63) <= v < 2**63 else None
+        return F.lit(v) if isinstance(v, float) and not in_list and math.isfinite(v) else None
+    if pa.types.is_floating(t):
+        if isinstance(v, int):
+            return F.lit(float(v)) if -(2**63) <= v < 2**63 else None
+        return F.lit(v) if isinstance(v, float) else None
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return F.lit(v) if isinstance(v, str) else None
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return F.lit(bytes(v)) if isinstance(v, bytes) else None
+    if pa.types.is_date32(t):
+        return F.lit(v) if isinstance(v, _dt.date) and not isinstance(v, _dt.datetime) else None
+    if pa.types.is_decimal(t):
+        # Only a value the column's type holds exactly: Arrow fails where the common type of
+        # the column and an integer (or a wider value) needs more precision than it has.
+        if in_list or not isinstance(v, decimal.Decimal):
+            return None
+        try:
+            pa.scalar(v, t)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return None
+        return F.lit(v)
+    if pa.types.is_timestamp(t) and not in_list and isinstance(v, _dt.datetime):
+        # As text, so that the driver's local time zone plays no part: a naive value for a
+        # column without a time zone, an aware one (in UTC) for a column of instants.
+        if (t.tz is None) != (v.tzinfo is None):
+            return None
+        if t.tz is None:
+            return F.lit(v.isoformat(sep=" ")).cast(TimestampNTZType())
+        return F.lit(v.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")).cast("timestamp")
+    return None
+
+
+def native_frame(spark: SparkSession, scan: NativeScan) -> DataFrame:
+    """The scan's base files through Spark's parquet reader: filtered, projected, in order."""
+    df = spark.read.schema(scan.read_struct).options(**_PARQUET_OPTIONS).parquet(*scan.uris)
+    if scan.filters:
+        condition = spark_condition(scan.filters, scan.schema)
+        assert condition is not None  # split_native checked it
+        df = df.where(condition)
+    return df.select(*(F.col(f"`{c}`") for c in scan.columns))
+
+
 def read(
     spark: SparkSession,
     path: str | os.PathLike[str],
@@ -296,15 +552,21 @@ def read(
     end: str | _dt.datetime | None = None,
     include_deletes: bool = False,
     fallback_full_scan: bool = False,
+    native_scan: bool = True,
 ) -> DataFrame:
-    """Reads the table at ``path`` as a Spark DataFrame, one Spark task per file slice.
+    """Reads the table at ``path`` as a Spark DataFrame.
 
     Arguments as :meth:`shoal.Table.read` (``query_type`` ``snapshot`` or ``read_optimized``,
     ``as_of`` for time travel) and :meth:`shoal.Table.read_incremental` (``query_type=
     "incremental"`` with ``start``, ``end``, ``include_deletes``, and ``fallback_full_scan``:
     Hudi's ``hoodie.datasource.read.incr.fallback.fulltablescan.enable``). Only ``columns`` are
-    read from the files, and ``filters`` prune partitions and rows in the tasks. The plan is made
-    now, on the driver: the DataFrame reads the table as of this call.
+    read from the files, and ``filters`` prune partitions and rows. The plan is made now, on the
+    driver: the DataFrame reads the table as of this call.
+
+    Slices that are a base file alone are scanned by Spark's parquet reader (see
+    :func:`split_native`; ``native_scan=False`` reads them with shoal's tasks too); the others
+    run as one Spark task per file slice (per partition path for incremental reads with
+    deletes), merging log files as ``Table.read`` does.
     """
     job = plan_read(
         path, columns, filters, query_type, as_of, start, end, include_deletes, fallback_full_scan
@@ -312,10 +574,13 @@ def read(
     struct = spark_schema(job.schema)
     if not job.tasks:
         return spark.createDataFrame([], struct)
-    timezone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
-    runner = _SliceRunner(job, arrow_target(struct, timezone))
-    n = len(job.tasks)
-    return spark.range(0, n, 1, n).mapInArrow(runner, struct)
+    scan, rest = split_native(job, storage_for(job.base_uri)) if native_scan else (None, job.tasks)
+    frames = [] if scan is None else [native_frame(spark, scan)]
+    if rest:
+        timezone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
+        runner = _SliceRunner(replace(job, tasks=rest), arrow_target(struct, timezone))
+        frames.append(spark.range(0, len(rest), 1, len(rest)).mapInArrow(runner, struct))
+    return functools.reduce(DataFrame.unionByName, frames)
 
 
 def without_tasks(job: ReadJob) -> ReadJob:
