@@ -143,6 +143,17 @@ def test_bucket_ids_match_the_jvm(spark):
 
     simple = [text() for _ in range(60)] + ["a:b", "urn:x:1"]
     complex_ = [f"id:{text()},name:{text()}" for _ in range(60)] + ["id:1,name:x:y", "id:2,name:z,"]
+    # Shapes no key generator writes but Hudi parses: an empty name, extra ':' in a value,
+    # trailing commas, other fields, many parts, a field name differing in case.
+    complex_ += [
+        ":v,id:1",
+        "id:a:b:c,name:q:",
+        "id:1,,,",
+        "other:1,id:2",
+        ",".join(f"f{i}:{i}" for i in range(30)) + ",name:many",
+        "ID:1,id:2,Name:3",
+        "id:\U0001f600:x,name:日",
+    ]
     for n in (7, 256):
         assert bucket_ids(pa.array(simple), ["id"], n).tolist() == [jvm_bucket(k, ["id"], n) for k in simple]
         for fields in (["id", "name"], ["name"]):

@@ -29,7 +29,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from shoal.errors import CorruptTableError, InvalidOptionError, InvalidRecordKeyError
 from shoal.fs.storage import Storage
@@ -39,71 +38,50 @@ from shoal.index.footer import read_key_footer
 BUCKET_DIGITS = 8
 _MASK32 = 0xFFFFFFFF
 _INT_MAX = 0x7FFFFFFF
-# Strings are hashed in slices of about this many UTF-8 bytes, bounding the per-unit arrays.
+# Keys are hashed in slices of about this many UTF-8 bytes, bounding the per-unit arrays.
 _HASH_SLICE_BYTES = 1 << 22
-_PART_PATTERN = r"^(?P<name>[^:]*):(?P<value>[^:]+)$"
+# Rows of complex keys with more parts than this are parsed one by one (no key generator writes
+# them); below it, repeated field names are found by comparing each part with its neighbours.
+_MAX_VECTOR_PARTS = 16
+_COMMA, _COLON = ord(","), ord(":")
+_INVERSE_31 = pow(31, -1, 1 << 32)
 
 
 # ---- Java hashing ------------------------------------------------------------------------------
+#
+# String.hashCode is sum(u[j] * 31^(n-1-j)) modulo 2^32 over the UTF-16 code units u of a string.
+# 31 is odd, so it has an inverse modulo 2^32, and 31^(n-1-j) = 31^(end-1) * 31^-j for a string
+# ending at unit `end` of a buffer: one prefix sum of u[j] * 31^-j over the whole buffer gives the
+# hash of any range of it in O(1), with no per-string loop.
 
 
-def java_string_hashes(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """Java's ``String.hashCode`` of each string (int32; nulls must be filled by the caller).
+class _Utf16Buffer:
+    """The UTF-16 code units of a UTF-8 buffer, with prefix sums that hash any range of it."""
 
-    ``s[0]*31^(n-1) + ... + s[n-1]`` modulo 2^32 over UTF-16 code units: a character outside the
-    Basic Multilingual Plane counts as its two surrogates."""
-    if isinstance(strings, pa.ChunkedArray):
-        strings = strings.combine_chunks() if strings.num_chunks != 1 else strings.chunk(0)
-    if strings.null_count:
-        raise ValueError("java_string_hashes takes strings without nulls")
-    n = len(strings)
-    out = np.zeros(n, dtype=np.uint32)
-    if n == 0:
-        return out.view(np.int32)
-    if pa.types.is_large_string(strings.type):
-        offset_type: type[np.integer] = np.int64
-    elif pa.types.is_string(strings.type):
-        offset_type = np.int32
-    else:
-        strings = strings.cast(pa.string())
-        offset_type = np.int32
-    _, offsets_buf, data_buf = strings.buffers()
-    offsets = np.frombuffer(offsets_buf, dtype=offset_type)[strings.offset : strings.offset + n + 1]
-    offsets = offsets.astype(np.int64)
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
-    start = 0
-    while start < n:
-        stop = int(np.searchsorted(offsets, offsets[start] + _HASH_SLICE_BYTES, side="right")) - 1
-        stop = min(max(stop, start + 1), n)
-        lo, hi = int(offsets[start]), int(offsets[stop])
-        out[start:stop] = _hash_utf8(data[lo:hi], offsets[start : stop + 1] - lo)
-        start = stop
-    return out.view(np.int32)
+    def __init__(self, data: np.ndarray) -> None:
+        self._unit_at: np.ndarray | None = None
+        if data.size and bool((data >= 0x80).any()):
+            units, self._unit_at = _utf16_units(data)
+        else:
+            units = data.astype(np.uint32)
+        n = units.size
+        self._size = n
+        weighted = units * _table(_inverse_powers, n)[:n]  # wraps modulo 2^32
+        self._prefix = np.concatenate([np.zeros(1, np.uint32), np.cumsum(weighted, dtype=np.uint32)])
+
+    def hashes(self, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """Java hashes (uint32) of the strings at byte ranges [starts, ends), which begin and end
+        on character boundaries."""
+        if self._unit_at is not None:
+            starts, ends = self._unit_at[starts], self._unit_at[ends]
+        powers = _table(_powers, self._size)
+        # An empty range sums to 0 whatever power it picks.
+        return powers[np.maximum(ends - 1, 0)] * (self._prefix[ends] - self._prefix[starts])
 
 
-def _hash_utf8(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Java string hashes (uint32) of the strings ``data[offsets[i]:offsets[i+1]]`` (UTF-8)."""
-    lengths_bytes = np.diff(offsets)
-    result = np.zeros(len(lengths_bytes), dtype=np.uint32)
-    if data.size == 0:
-        return result
-    if bool((data < 0x80).all()):
-        units, unit_offsets = data.astype(np.uint32), offsets
-    else:
-        units, unit_offsets = _utf16_units(data, offsets)
-    lengths = np.diff(unit_offsets)
-    # Unit j of a string of n units weighs 31^(n-1-j): its distance to the string's end.
-    ends = np.repeat(unit_offsets[1:], lengths)
-    exponents = ends - 1 - np.arange(units.size, dtype=np.int64)
-    contributions = units * _powers_of_31(int(lengths.max()))[exponents]  # wraps modulo 2^32
-    nonempty = lengths > 0
-    sums = np.add.reduceat(contributions, unit_offsets[:-1][nonempty], dtype=np.uint64)
-    result[nonempty] = (sums & _MASK32).astype(np.uint32)
-    return result
-
-
-def _utf16_units(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The UTF-16 code units of UTF-8 ``data`` and the unit offsets of its strings."""
+def _utf16_units(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The UTF-16 code units of UTF-8 ``data`` and, per byte position (and the end), the number
+    of units before it (meaningful at the first byte of a character)."""
     lead = (data & 0xC0) != 0x80
     starts = np.flatnonzero(lead)
     padded = np.concatenate([data, np.zeros(3, dtype=np.uint8)]).astype(np.uint32)
@@ -121,30 +99,86 @@ def _utf16_units(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.
             ),
         ),
     )
+    # A code point beyond the Basic Multilingual Plane is a surrogate pair.
     pair = code_points >= 0x10000
-    per_point = 1 + pair.astype(np.int64)
-    unit_before = np.concatenate([[0], np.cumsum(per_point)])
+    unit_before = np.concatenate([[0], np.cumsum(1 + pair.astype(np.int64))])
     first_unit = unit_before[:-1]
     units = np.empty(int(unit_before[-1]), dtype=np.uint32)
     supplementary = code_points[pair] - 0x10000
     units[first_unit] = code_points
     units[first_unit[pair]] = 0xD800 + (supplementary >> 10)
     units[first_unit[pair] + 1] = 0xDC00 + (supplementary & 0x3FF)
-    # Strings start at lead bytes: a string's first code point is the number of leads before it.
     leads_before = np.concatenate([[0], np.cumsum(lead)])
-    return units, unit_before[leads_before[offsets]]
+    return units, unit_before[leads_before]
 
 
-_POWERS = np.ones(1, dtype=np.uint32)
+def _powers(size: int) -> np.ndarray:
+    return np.cumprod(np.concatenate([[1], np.full(size - 1, 31)]).astype(np.uint32), dtype=np.uint32)
 
 
-def _powers_of_31(max_exponent: int) -> np.ndarray:
-    """31^k modulo 2^32 for k up to at least ``max_exponent`` (grown and kept)."""
-    global _POWERS
-    if len(_POWERS) <= max_exponent:
-        size = max(max_exponent + 1, 2 * len(_POWERS))
-        _POWERS = np.cumprod(np.concatenate([[1], np.full(size - 1, 31)]).astype(np.uint32), dtype=np.uint32)
-    return _POWERS
+def _inverse_powers(size: int) -> np.ndarray:
+    steps = np.concatenate([[1], np.full(size - 1, _INVERSE_31)]).astype(np.uint32)
+    return np.cumprod(steps, dtype=np.uint32)
+
+
+_TABLES: dict[object, np.ndarray] = {}
+
+
+def _table(make: object, size: int) -> np.ndarray:
+    """``make(k)`` for some k >= max(size, 1), kept and grown by doubling."""
+    table = _TABLES.get(make)
+    if table is None or len(table) < size:
+        length = max(size, 1, 2 * len(table) if table is not None else 1 << 16)
+        table = _TABLES[make] = make(length)  # type: ignore[operator]
+    return table
+
+
+def _utf8(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The UTF-8 bytes of a string array without nulls and its offsets into them (int64, from 0)."""
+    n = len(strings)
+    offset_type = np.int64 if pa.types.is_large_string(strings.type) else np.int32
+    _, offsets_buf, data_buf = strings.buffers()
+    if offsets_buf is None or n == 0:
+        return np.zeros(0, np.uint8), np.zeros(n + 1, np.int64)
+    offsets = np.frombuffer(offsets_buf, dtype=offset_type)[strings.offset : strings.offset + n + 1]
+    offsets = offsets.astype(np.int64)
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    return data[offsets[0] : offsets[-1]], offsets - offsets[0]
+
+
+def _plain_strings(strings: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(strings, pa.ChunkedArray):
+        strings = strings.combine_chunks() if strings.num_chunks != 1 else strings.chunk(0)
+    if pa.types.is_dictionary(strings.type):
+        strings = strings.dictionary_decode()
+    if not (pa.types.is_string(strings.type) or pa.types.is_large_string(strings.type)):
+        strings = strings.cast(pa.string())
+    if strings.null_count:
+        raise ValueError("Java hashes are computed for strings without nulls")
+    return strings
+
+
+def _row_slices(strings: pa.Array) -> list[tuple[int, int]]:
+    """Row ranges of about ``_HASH_SLICE_BYTES`` bytes each (at least one row)."""
+    _, offsets = _utf8(strings)
+    n, out, start = len(strings), [], 0
+    while start < n:
+        stop = int(np.searchsorted(offsets, offsets[start] + _HASH_SLICE_BYTES, side="right")) - 1
+        stop = min(max(stop, start + 1), n)
+        out.append((start, stop))
+        start = stop
+    return out
+
+
+def java_string_hashes(strings: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Java's ``String.hashCode`` of each string (int32; no nulls), over UTF-16 code units: a
+    character outside the Basic Multilingual Plane counts as its two surrogates."""
+    strings = _plain_strings(strings)
+    out = np.zeros(len(strings), dtype=np.uint32)
+    for lo, hi in _row_slices(strings):
+        data, offsets = _utf8(strings.slice(lo, hi - lo))
+        out[lo:hi] = _Utf16Buffer(data).hashes(offsets[:-1], offsets[1:])
+    return out.view(np.int32)
 
 
 def _java_hash_scalar(text: str) -> int:
@@ -153,6 +187,13 @@ def _java_hash_scalar(text: str) -> int:
     encoded = text.encode("utf-16-be")
     for i in range(0, len(encoded), 2):
         h = (31 * h + (encoded[i] << 8 | encoded[i + 1])) & _MASK32
+    return h
+
+
+def _java_list_hash_scalar(values: Sequence[str | None]) -> int:
+    h = 1
+    for v in values:
+        h = (31 * h + (0 if v is None else _java_hash_scalar(v))) & _MASK32
     return h
 
 
@@ -190,70 +231,122 @@ def _hash_values_of(key: str, fields: Sequence[str]) -> list[str | None]:
     return [pairs.get(f) for f in fields]
 
 
-def _complex_hash_values(keys: pa.Array, fields: Sequence[str]) -> list[pa.Array]:
-    """For keys holding ``:``, the value of each hash field (null where the key has none)."""
-    m = len(keys)
-    parts = pc.split_pattern(keys, ",")
-    flat = pc.list_flatten(parts)
-    parent = pc.list_parent_indices(parts).to_numpy(zero_copy_only=False)
-    matched = pc.extract_regex(flat, _PART_PATTERN)
-    # A part that is not exactly `name:value` (no value, several ':', empty) or a row naming a
-    # field twice is parsed row by row, as Java's split would parse it.
-    irregular = np.zeros(m, dtype=bool)
-    bad_part = pc.is_null(matched).to_numpy(zero_copy_only=False)
-    irregular[parent[bad_part]] = True
-    names = pc.struct_field(matched, "name")
-    values = pc.struct_field(matched, "value")
-    counted = (
-        pa.table({"row": parent, "name": names})
-        .filter(pc.is_valid(names))
-        .group_by(["row", "name"])
-        .aggregate([([], "count_all")])
-    )
-    repeated = counted.filter(pc.greater(counted.column("count_all"), 1)).column("row")
-    irregular[repeated.to_numpy()] = True
-    regular_part = ~irregular[parent]
-    columns = []
-    for f in fields:
-        here = regular_part & pc.fill_null(pc.equal(names, f), False).to_numpy(zero_copy_only=False)
-        position = np.full(m, -1, dtype=np.int64)
-        position[parent[here]] = np.arange(int(here.sum()))
-        taken = values.filter(pa.array(here)).take(pa.array(position, mask=position < 0))
-        columns.append(taken)
-    if irregular.any():
-        rows = np.flatnonzero(irregular)
-        parsed = [_hash_values_of(k, fields) for k in keys.take(pa.array(rows)).to_pylist()]
-        for i, column in enumerate(columns):
-            patched = column.to_pylist()
-            for row, found in zip(rows, parsed, strict=True):
-                patched[row] = found[i]
-            columns[i] = pa.array(patched, pa.string())
-    return columns
-
-
 def key_hashes(keys: pa.Array | pa.ChunkedArray, hash_fields: Sequence[str]) -> np.ndarray:
     """Java's ``List.hashCode`` of each record key's hash values (uint32)."""
-    if isinstance(keys, pa.ChunkedArray):
-        keys = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)
-    n = len(keys)
-    hashes = np.empty(n, dtype=np.uint32)
-    if n == 0:
+    keys = _plain_strings(keys)
+    out = np.empty(len(keys), dtype=np.uint32)
+    for lo, hi in _row_slices(keys):
+        out[lo:hi] = _key_hashes(keys.slice(lo, hi - lo), hash_fields)
+    return out
+
+
+def _key_hashes(keys: pa.Array, fields: Sequence[str]) -> np.ndarray:
+    data, offsets = _utf8(keys)
+    buffer = _Utf16Buffer(data)
+    starts, ends = offsets[:-1], offsets[1:]
+    # A key without ':' is the one-element list [key]: 31 * 1 + hash.
+    hashes = buffer.hashes(starts, ends) + np.uint32(31)
+    is_colon = data == _COLON
+    colons = np.flatnonzero(is_colon)
+    if colons.size == 0:
         return hashes
-    complex_rows = pc.match_substring(keys, ":").to_numpy(zero_copy_only=False)
-    simple_rows = np.flatnonzero(~complex_rows)
-    if len(simple_rows):
-        simple = keys if len(simple_rows) == n else keys.take(pa.array(simple_rows))
-        # A one-element list: 31 * 1 + hash.
-        hashes[simple_rows] = java_string_hashes(simple).view(np.uint32) + np.uint32(31)
-    rows = np.flatnonzero(complex_rows)
-    if len(rows):
-        h = np.ones(len(rows), dtype=np.uint32)
-        for values in _complex_hash_values(keys.take(pa.array(rows)), hash_fields):
-            element = java_string_hashes(values.fill_null("")).view(np.uint32)
-            element[pc.is_null(values).to_numpy(zero_copy_only=False)] = 0
-            h = h * np.uint32(31) + element
-        hashes[rows] = h
+    colons_before = _count_before(is_colon)
+    complex_rows = colons_before[ends] > colons_before[starts]
+    if complex_rows.any():
+        rows = np.flatnonzero(complex_rows)
+        hashes[rows] = _complex_key_hashes(
+            keys, data, buffer, starts[rows], ends[rows], rows, (colons, colons_before), fields
+        )
     return hashes
+
+
+def _complex_key_hashes(
+    keys: pa.Array,
+    data: np.ndarray,
+    buffer: _Utf16Buffer,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    rows: np.ndarray,
+    colon_index: tuple[np.ndarray, np.ndarray],
+    fields: Sequence[str],
+) -> np.ndarray:
+    """List hashes of the complex keys at byte ranges [starts, ends) (rows ``rows`` of
+    ``keys``): parts between commas, each `name:value` with exactly one ':' and a value; other
+    keys are parsed one by one, with Java's split."""
+    m = len(rows)
+    colons, colons_before = colon_index
+    is_comma = data == _COMMA
+    commas = np.flatnonzero(is_comma)
+    commas_before = _count_before(is_comma)
+    # The commas inside each of these keys, in order.
+    first_comma = commas_before[starts]
+    per_row = commas_before[ends] - first_comma
+    inside = commas[np.repeat(first_comma, per_row) + _ranks_within(per_row)]
+    parts_per_row = per_row + 1
+    part_row = np.repeat(np.arange(m), parts_per_row)
+    # A key's first part starts at the key, its last ends with it; commas bound the others.
+    first_part = np.cumsum(parts_per_row) - parts_per_row
+    last_part = first_part + per_row
+    part_starts = np.empty(len(part_row), dtype=np.int64)
+    part_ends = np.empty(len(part_row), dtype=np.int64)
+    after_comma = np.ones(len(part_row), dtype=bool)
+    after_comma[first_part] = False
+    part_starts[first_part] = starts
+    part_starts[after_comma] = inside + 1
+    before_comma = np.ones(len(part_row), dtype=bool)
+    before_comma[last_part] = False
+    part_ends[last_part] = ends
+    part_ends[before_comma] = inside
+    first_colon = colons_before[part_starts]
+    colon_count = colons_before[part_ends] - first_colon
+    colon = colons[np.minimum(first_colon, len(colons) - 1)]
+    regular = (colon_count == 1) & (colon + 1 < part_ends)
+    irregular = np.zeros(m, dtype=bool)
+    irregular[part_row[~regular]] = True
+    irregular[parts_per_row > _MAX_VECTOR_PARTS] = True
+    # A field named twice in a key fails Hudi's parse: equal names have equal hashes and
+    # lengths, so rows with a repeated (hash, length) go to the exact row-by-row parse.
+    name_hash = buffer.hashes(part_starts, colon)
+    name_length = colon - part_starts
+    for distance in range(1, min(int(parts_per_row.max()), _MAX_VECTOR_PARTS)):
+        same = (
+            (part_row[distance:] == part_row[:-distance])
+            & (name_hash[distance:] == name_hash[:-distance])
+            & (name_length[distance:] == name_length[:-distance])
+        )
+        irregular[part_row[distance:][same]] = True
+    value_hash = buffer.hashes(np.minimum(colon + 1, part_ends), part_ends)
+    hashes = np.ones(m, dtype=np.uint32)
+    for field in fields:
+        name = np.frombuffer(field.encode(), dtype=np.uint8)
+        candidates = np.flatnonzero(regular & (name_length == len(name)))
+        for i, byte in enumerate(name):
+            candidates = candidates[data[part_starts[candidates] + i] == byte]
+        element = np.zeros(m, dtype=np.uint32)  # a field the key lacks hashes as null: 0
+        element[part_row[candidates]] = value_hash[candidates]
+        hashes = hashes * np.uint32(31) + element
+    if irregular.any():
+        odd = np.flatnonzero(irregular)
+        odd_keys = keys.take(pa.array(rows[odd])).to_pylist()
+        hashes[odd] = [_java_list_hash_scalar(_hash_values_of(k, fields)) for k in odd_keys]
+    return hashes
+
+
+def _count_before(mask: np.ndarray) -> np.ndarray:
+    """Per position (and the end): how many of the positions before it are set."""
+    counts = np.empty(mask.size + 1, dtype=np.int32 if mask.size < 1 << 31 else np.int64)
+    counts[0] = 0
+    np.cumsum(mask, out=counts[1:])
+    return counts
+
+
+def _ranks_within(counts: np.ndarray) -> np.ndarray:
+    """0, 1, ..., c-1 for each count c, concatenated."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    group_start = np.repeat(np.cumsum(counts) - counts, counts)
+    return np.arange(total, dtype=np.int64) - group_start
 
 
 def bucket_ids(keys: pa.Array | pa.ChunkedArray, hash_fields: Sequence[str], num_buckets: int) -> np.ndarray:
@@ -348,12 +441,11 @@ class BucketIndex:
                 tags.append(pa.nulls(len(keys), pa.string()))
                 continue
             ids = self.bucket_ids(keys)
-            buckets = sorted(groups)
-            slot = np.full(self.num_buckets, -1, dtype=np.int64)
-            slot[buckets] = np.arange(len(buckets))
-            position = slot[ids]
+            buckets = np.array(sorted(groups), dtype=np.int64)
+            position = np.minimum(np.searchsorted(buckets, ids), len(buckets) - 1)
+            position[buckets[position] != ids] = -1
             self._check_layout(groups, np.unique(ids[position >= 0]))
-            file_ids = pa.array([groups[b].file_id for b in buckets], pa.string())
+            file_ids = pa.array([groups[b].file_id for b in buckets.tolist()], pa.string())
             tags.append(file_ids.take(pa.array(position, mask=position < 0)))
         return tags
 
