@@ -95,7 +95,9 @@ def test_bucket_ids_of_simple_keys():
         assert bucket_ids(pa.array(keys), ["id"], n).tolist() == want
 
 
-def test_bucket_ids_of_complex_keys():
+@pytest.mark.parametrize("slice_bytes", [1 << 22, 11], ids=["one-slice", "many-slices"])
+def test_bucket_ids_of_complex_keys(monkeypatch, slice_bytes):
+    monkeypatch.setattr(bucket_module, "_HASH_SLICE_BYTES", slice_bytes)
     keys = [
         "id:1,name:ab",
         "id:2,name:ñandú",
@@ -250,17 +252,29 @@ CASES = [
     ("COPY_ON_WRITE", False, ["id", "name"], "name"),
     ("MERGE_ON_READ", True, ["id", "name"], None),
     ("MERGE_ON_READ", False, ["id"], None),
+    ("MERGE_ON_READ", True, ["id"], None),
 ]
+# The last case compacts inline every 3 delta commits: compaction keeps the buckets' file ids.
+INLINE_COMPACTION = {"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": "3"}
 
 
 @pytest.mark.parametrize(
     ("table_type", "partitioned", "key_fields", "hash_field"),
     CASES,
-    ids=["cow-part-simple", "cow-flat-complex-hash-name", "mor-part-complex", "mor-flat-simple"],
+    ids=[
+        "cow-part-simple",
+        "cow-flat-complex-hash-name",
+        "mor-part-complex",
+        "mor-flat-simple",
+        "mor-part-simple-compacted",
+    ],
 )
-def test_records_land_in_their_buckets(tmp_path, table_type, partitioned, key_fields, hash_field):
+def test_records_land_in_their_buckets(request, tmp_path, table_type, partitioned, key_fields, hash_field):
     n = 5
     options = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": str(n)}
+    compacted = request.node.callspec.id.endswith("compacted")
+    if compacted:
+        options.update(INLINE_COMPACTION)
     if hash_field:
         options["hoodie.bucket.index.hash.field"] = hash_field
     path = str(tmp_path / "t")
@@ -322,6 +336,8 @@ def test_records_land_in_their_buckets(tmp_path, table_type, partitioned, key_fi
         check_layout(table, key_fields, hash_fields, n)
     # Later writes reused the buckets' file groups: never more than n per partition.
     assert len(table.file_slices()) <= n * (2 if partitioned else 1)
+    if compacted:
+        assert [i for i in table.instants() if i.action.value in ("commit", "compaction")], table.instants()
 
 
 def test_new_file_group_only_for_a_bucket_without_one(tmp_path):

@@ -17,9 +17,11 @@ Tagging needs no lookup in any file: a record goes to its bucket's file group in
 when one exists (an update, or a new key the file group takes), and otherwise its bucket's file
 group is created. Hudi records none of these options in ``hoodie.properties`` (table version 6),
 so the layout is checked against the file groups themselves: ids that are not bucket ids, bucket
-numbers beyond ``num_buckets`` and keys that hash to another bucket than their file group's
-(a changed ``num_buckets`` or hash field, which Hudi would not notice and would then write a key
-into a second file group) are refused.
+numbers beyond ``num_buckets``, two file groups of one bucket, and a file group a write touches
+whose base file's min or max key hashes to another bucket are refused. The last one catches a
+changed ``num_buckets`` or hash field (which Hudi would not notice: it would write a key into a
+second file group) with high probability, not certainty: only two keys per touched file group
+are checked, to keep tagging free of data reads.
 """
 
 from __future__ import annotations
