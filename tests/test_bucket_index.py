@@ -17,6 +17,8 @@ import shoal
 from shoal.errors import InvalidOptionError, InvalidRecordKeyError, UnsupportedError
 from shoal.index import bucket as bucket_module
 from shoal.index.bucket import bucket_file_id, bucket_ids, bucket_of_file, java_string_hashes
+from shoal.timeline.timeline import Timeline
+from shoal.write.assigner import Assignment
 from shoal.write.writer import Operation, make_index
 from tests.hudi_oracle import hudi_rs_read, rows_by
 
@@ -448,3 +450,15 @@ def test_spark_write_refuses_the_bucket_index_early(spark, tmp_path):
             df, path, "upsert", {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "4"}
         )
     assert _timeline_files(path) == before
+
+
+def test_bad_bucket_options_fail_before_a_failed_write_is_rolled_back(tmp_path):
+    path, table = _small_bucket_table(tmp_path, 4)
+    writer = table._writer(None)
+    writer.start(Operation.UPSERT, Assignment(), Timeline.load(table.storage, table.config), [])
+    before = _timeline_files(path)
+    with pytest.raises(InvalidOptionError, match=r"hash\.field"):
+        table.upsert(_batch(range(3)), options={"hoodie.bucket.index.hash.field": "name"})
+    assert _timeline_files(path) == before
+    table.upsert(_batch(range(3)))  # the next good write rolls the failed one back
+    assert _timeline_files(path) != before

@@ -167,6 +167,7 @@ class Writer:
     def _write(self, data: Any, operation: Operation) -> WriteResult:
         timeline = Timeline.load(self.storage, self.config)
         records = self._prepare(data, operation, timeline)
+        self.bucket_index()  # bad bucket index options fail before a rollback changes the timeline
         timeline = self.rollback_failed_writes(timeline)
         view = FileSystemView(self.storage, timeline)
         # With the bucket index every record goes to its bucket's file group, bulk inserts too.
