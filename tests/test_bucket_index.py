@@ -311,6 +311,7 @@ def test_records_land_in_their_buckets(request, tmp_path, table_type, partitione
         return rows
 
     steps = ["upsert", "upsert", "delete", "insert", "upsert", "bulk_insert", "delete", "upsert"]
+    deleted: list[dict] = []
     for step, op in enumerate(steps, start=1):
         existing = list(model.rows.values())
         if op == "upsert":
@@ -318,7 +319,10 @@ def test_records_land_in_their_buckets(request, tmp_path, table_type, partitione
                 dict(r, ts=step + rng.choice([-5, 1]), v=-step)
                 for r in rng.sample(existing, len(existing) // 3)
             ]
-            rows = changed + fresh(rng.randint(10, 40), step)
+            # Keys deleted earlier come back (on MOR, into slices whose logs delete them).
+            back = [dict(r, ts=step, v=-100 * step) for r in deleted[: len(deleted) // 2]]
+            deleted = deleted[len(deleted) // 2 :]
+            rows = changed + back + fresh(rng.randint(10, 40), step)
             table.upsert(pa.Table.from_pylist(rows, schema=SCHEMA))
             model.upsert(rows)
         elif op in ("insert", "bulk_insert"):
@@ -332,6 +336,7 @@ def test_records_land_in_their_buckets(request, tmp_path, table_type, partitione
             keys = pa.Table.from_pylist([{c: r[c] for c in ("id", "name", "city")} for r in rows])
             table.delete(keys)
             model.delete(rows)
+            deleted += rows[:-1]
         expected = model.expected()
         assert rows_by(table.read(), COLUMNS, ["city", "id", "name"]) == expected, (step, op)
         assert rows_by(hudi_rs_read(path), COLUMNS, ["city", "id", "name"]) == expected, (step, op)
