@@ -19,6 +19,7 @@ from shoal.index import bucket as bucket_module
 from shoal.index.bucket import bucket_file_id, bucket_ids, bucket_of_file, java_string_hashes
 from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import Assignment
+from shoal.write.stream_writer import FLUSH_BUCKET_FULL
 from shoal.write.writer import Operation, make_index
 from tests.hudi_oracle import hudi_rs_read, rows_by
 
@@ -427,11 +428,55 @@ def test_a_table_of_another_index_cannot_switch_to_buckets(tmp_path):
     assert _timeline_files(path) == before
 
 
-def test_streaming_writer_refuses_the_bucket_index(tmp_path):
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"], ids=["cow", "mor"])
+def test_streaming_writer_routes_to_buckets(tmp_path, table_type):
+    """Batches of one checkpoint keep filling the file group their bucket opened (small buffers
+    flush each bucket several times within an instant); upserts and deletes, over checkpoints."""
+    n = 4
+    path = str(tmp_path / "t")
+    options = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": str(n)}
+    table = shoal.Table.create(
+        path,
+        "t",
+        table_type=table_type,
+        record_key="id",
+        partition_by="city",
+        ordering_field="ts",
+        options=options,
+    )
+    rng = random.Random(7)
+    model = Model(["id"], partitioned=True)
+    ts = 0
+    for _ in range(3):
+        for operation in ("upsert", "delete"):
+            with table.stream_writer(operation, bucket_buffer_bytes=300, total_buffer_bytes=6000) as writer:
+                for _ in range(4):
+                    ts += 1
+                    ids = rng.sample(range(120), 25)
+                    rows = [
+                        {"id": i, "name": "n", "city": ["sf", "nyc"][i % 2], "ts": ts, "v": rng.randint(0, 9)}
+                        for i in ids
+                    ]
+                    if operation == "delete":
+                        rows = rows[:6]
+                        writer.write(pa.Table.from_pylist([{"id": r["id"], "city": r["city"]} for r in rows]))
+                        model.delete(rows)
+                    else:
+                        writer.write(pa.Table.from_pylist(rows, schema=SCHEMA))
+                        model.upsert(rows)
+                if operation == "upsert":
+                    assert writer.stats.flushes[FLUSH_BUCKET_FULL] > 2 * n
+            expected = model.expected()
+            assert rows_by(table.read(), COLUMNS, ["city", "id", "name"]) == expected
+            assert rows_by(hudi_rs_read(path), COLUMNS, ["city", "id", "name"]) == expected
+            check_layout(table, ["id"], ["id"], n)
+
+
+def test_streaming_writer_refuses_bad_bucket_options_before_any_write(tmp_path):
     path, table = _small_bucket_table(tmp_path, 4, "MERGE_ON_READ")
     before = _timeline_files(path)
-    with pytest.raises(UnsupportedError, match="BUCKET"):
-        table.stream_writer(options={"hoodie.index.type": "BUCKET"})
+    with pytest.raises(InvalidOptionError, match="hash"):
+        table.stream_writer(options={"hoodie.bucket.index.hash.field": "name"})
     assert _timeline_files(path) == before
 
 

@@ -174,6 +174,8 @@ class RollingAssigner:
         self.assignment = Assignment()
         self._bucket_of: dict[tuple[str, str], int] = {}
         self._states: dict[str, PartitionAssignState] = {}
+        # (partition, bucket number) -> bucket, for the bucket index's new file groups.
+        self._bucket_numbers: dict[tuple[str, int], int] = {}
 
     def bucket_of(self, partition: str, file_id: str) -> int | None:
         """The bucket of a file group, if one was assigned."""
@@ -225,6 +227,23 @@ class RollingAssigner:
             state.new_capacity -= take
             plan.append((state.new_bucket, take))
             remaining -= take
+        return plan
+
+    def assign_bucket_inserts(
+        self, partition: str, per_bucket: Sequence[tuple[int, int]]
+    ) -> list[tuple[int, int]]:
+        """The bucket index's inserts of ``partition``: (bucket number, records) of buckets
+        without a committed file group, each to the new file group of its bucket, which the
+        checkpoint opens at the bucket's first records. Returns (bucket index, records)."""
+        plan = []
+        for number, count in per_bucket:
+            idx = self._bucket_numbers.get((partition, number))
+            if idx is None:
+                idx = self._bucket_numbers[(partition, number)] = self._bucket(
+                    partition, bucket_file_id(number), None
+                )
+            self.assignment.buckets[idx].inserts += count
+            plan.append((idx, count))
         return plan
 
     def _takes_inserts(self, partition: str, file_id: str) -> bool:

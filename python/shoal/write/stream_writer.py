@@ -6,9 +6,10 @@ Batches come in through :meth:`StreamWriter.write` and go through the writer's p
 ``finish_records``), tagged by the index against the committed table, and routed to a bucket (a
 file group) by a :class:`~shoal.write.assigner.RollingAssigner`, which keeps each partition's
 small-file and new-file assign states until the checkpoint, so that later batches keep filling
-the file groups earlier ones opened. A key written earlier in the checkpoint (not committed, so
-the index cannot see it) goes back to the bucket it went to, and competes with the version
-written before by the precombine rule: the greatest ordering value wins, ties to the later.
+the file groups earlier ones opened (with the bucket index, the new file group of each bucket).
+A key written earlier in the checkpoint (not committed, so the index cannot see it) goes back to
+the bucket it went to, and competes with the version written before by the precombine rule: the
+greatest ordering value wins, ties to the later.
 
 Each bucket buffers its records. Their size is estimated with the Rust record-size sampler run
 on one incoming row in a hundred, the estimate reused until the next sample. A bucket above the
@@ -43,12 +44,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal import _native
-from shoal.config.write_config import INDEX_TYPE, SCHEMA_ON_WRITE_ADD_COLUMNS
+from shoal.config.write_config import SCHEMA_ON_WRITE_ADD_COLUMNS
 from shoal.errors import CommitConflictError, InvalidArgumentError, InvalidOptionError, UnsupportedError
 from shoal.fs.naming import parse_log_file_name
 from shoal.fs.partition_metadata import ensure_partition_metadata
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bloom import BloomIndex
+from shoal.index.bucket import BucketIndex
 from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_UPSERT, CowWriteSpec
 from shoal.tasks.mor_append import LogAppendSpec
 from shoal.timeline.commit_metadata import WriteStat
@@ -163,7 +165,7 @@ class _Checkpoint:
 
     timeline: Timeline
     view: FileSystemView
-    index: BloomIndex | None
+    index: BloomIndex | BucketIndex | None
     assigner: RollingAssigner
     # The data columns so far (the table's, evolved by the batches of this checkpoint).
     data_schema: pa.Schema | None
@@ -210,12 +212,8 @@ class StreamWriter:
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise InvalidArgumentError(f"{name} must be a positive number of bytes, got {value!r}")
-        if writer.wc.get(INDEX_TYPE) == "BUCKET":
-            # Its rolling assigner packs inserts by size; buckets would need their own routing.
-            raise UnsupportedError(
-                "the streaming writer does not support hoodie.index.type=BUCKET yet: write with "
-                "Table.upsert / insert / delete instead"
-            )
+        # Bad bucket index options fail here, before a checkpoint rolls failed writes back.
+        self._bucket_index = writer.bucket_index()
         if not writer.combine(op):
             raise InvalidOptionError(
                 "a streaming writer combines the records of a key by the precombine rule: "
@@ -391,7 +389,7 @@ class StreamWriter:
         return _Checkpoint(
             timeline=timeline,
             view=FileSystemView(writer.storage, timeline),
-            index=writer.index(self.operation),
+            index=self._bucket_index if self._bucket_index is not None else writer.index(self.operation),
             assigner=RollingAssigner(sizing, allow_logs=not writer.merge_on_read),
             data_schema=None,
             owner=threading.get_ident(),
@@ -477,8 +475,14 @@ class StreamWriter:
                     buckets[targets] = cp.assigner.assign_updates(partition, by_id[file_id], len(targets))
             rows_np = rows.to_numpy()
             new = rows_np[(buckets[rows_np] == _NO_BUCKET) & is_upsert[rows_np]]
+            if isinstance(cp.index, BucketIndex):
+                # Each bucket without a file group gets one, which later batches keep filling.
+                order, per_bucket = cp.index.arrange_inserts(all_keys, pa.array(new, pa.int64()))
+                new, plan = order.to_numpy(), cp.assigner.assign_bucket_inserts(partition, per_bucket)
+            else:
+                plan = cp.assigner.assign_inserts(partition, len(new), slices)
             offset = 0
-            for bucket, count in cp.assigner.assign_inserts(partition, len(new), slices):
+            for bucket, count in plan:
                 buckets[new[offset : offset + count]] = bucket
                 offset += count
         bucket_array = pa.array(buckets)

@@ -607,13 +607,14 @@ def make_index(
 ) -> BloomIndex | None:
     """The index that tags ``operation``'s records (``hoodie.index.type``); None when the
     operation needs no lookup (inserts that allow duplicates). ``footers``, ``cache_keys``:
-    see BloomIndex. The bucket index is planned by ``Writer._plan`` only: other write paths
-    (Spark, streaming) route inserts by size, so they refuse it here, before any instant."""
+    see BloomIndex. The bucket index (``Writer.bucket_index``) is planned by the local and
+    streaming writers only: the Spark write paths route inserts by size, so they refuse it
+    here, before any instant."""
     if wc.get(INDEX_TYPE) == "BUCKET":
         raise UnsupportedError(
-            "hoodie.index.type=BUCKET is supported by the local writes of shoal.Table (upsert, "
-            "insert, bulk_insert, delete) only: this write path cannot route records to their "
-            "buckets' file groups yet"
+            "hoodie.index.type=BUCKET is supported by shoal.Table's local writes (upsert, insert, "
+            "bulk_insert, delete) and its streaming writer only: this write path cannot route "
+            "records to their buckets' file groups yet"
         )
     if operation == Operation.BULK_INSERT:
         return None
