@@ -454,24 +454,24 @@ class BucketIndex:
     def _check_layout(self, groups: dict[int, FileSlice], touched: np.ndarray) -> None:
         """The min and max keys of each touched file group's base file must hash to its bucket:
         otherwise the table was written with another number of buckets or hash field."""
+        stored: list[tuple[str, int]] = []
         for bucket in touched.tolist():
             base = groups[bucket].base_file
-            if base is None:
-                continue
-            footer = read_key_footer(self.storage, base.path)
-            stored = [k for k in (footer.min_key, footer.max_key) if k is not None]
-            if not stored:
-                continue
-            found = self.bucket_ids(pa.array(stored, pa.string()))
-            for key, other in zip(stored, found.tolist(), strict=True):
-                if other != bucket:
-                    raise InvalidOptionError(
-                        f"hoodie.index.type=BUCKET: key {key!r} of file group {groups[bucket].file_id} "
-                        f"(bucket {bucket}) hashes to bucket {other} with "
-                        f"hoodie.bucket.index.num.buckets={self.num_buckets} and hash field "
-                        f"{','.join(self.hash_fields)}: the table was written with other bucket "
-                        "options, which cannot change"
-                    )
+            if base is not None:
+                footer = read_key_footer(self.storage, base.path)
+                stored += [(k, bucket) for k in (footer.min_key, footer.max_key) if k is not None]
+        if not stored:
+            return
+        found = self.bucket_ids(pa.array([k for k, _ in stored], pa.string())).tolist()
+        for (key, bucket), other in zip(stored, found, strict=True):
+            if other != bucket:
+                raise InvalidOptionError(
+                    f"hoodie.index.type=BUCKET: key {key!r} of file group {groups[bucket].file_id} "
+                    f"(bucket {bucket}) hashes to bucket {other} with "
+                    f"hoodie.bucket.index.num.buckets={self.num_buckets} and hash field "
+                    f"{','.join(self.hash_fields)}: the table was written with other bucket "
+                    "options, which cannot change"
+                )
 
     def arrange_inserts(self, keys: pa.Array, rows: pa.Array) -> tuple[pa.Array, list[tuple[int, int]]]:
         """``rows`` (indices into ``keys`` of records whose bucket has no file group) grouped by
