@@ -19,6 +19,8 @@ __all__ = ["local_session", "read", "register"]
 
 from shoal.spark.executor import SparkExecutor
 from shoal.spark.services import archive, clean, compact, run_compaction, spark_table
+from shoal.spark.shipping import ARCHIVE_ALIAS, package_archive
 from shoal.spark.write import write  # the function shadows its module's name on the package
 
 __all__ += ["SparkExecutor", "archive", "clean", "compact", "run_compaction", "spark_table", "write"]
+__all__ += ["ARCHIVE_ALIAS", "package_archive"]
