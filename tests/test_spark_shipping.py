@@ -210,10 +210,9 @@ def test_shoal_runs_on_executors_that_import_it_only_from_the_shipped_archive(
     tmp_path, bare_python, spark_home
 ):
     import shoal
-    from shoal.spark.shipping import package_archive
     from tests.hudi_oracle import hudi_rs_read, rows_by
 
-    archive = package_archive(tmp_path / "shoal_pkg.tar.gz")
+    archive = tmp_path / "shoal_pkg.tar.gz"  # the driver packs the shoal it runs
     table = tmp_path / "table"
     result_file = tmp_path / "result.json"
     env = {
@@ -342,6 +341,7 @@ def _probe_source():
 def _job(archive: str, table: str, local_dir: str, result_file: str) -> None:
     import shoal.spark
 
+    shoal.spark.package_archive(archive)
     spark = _session(local_dir, archive)
     probe = spark.range(0, 2, 1, 2).mapInArrow(
         _where_is_shoal, "python string, package string, native string, error string, elsewhere string"
