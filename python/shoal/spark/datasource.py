@@ -5,6 +5,10 @@ After :func:`register`, ``spark.read.format("shoal").load(path)`` reads a table 
 
 Reads are planned by the same planner as ``Table.read`` / ``Table.read_incremental``: one Spark
 task per file slice, each running the local executor's task function (:mod:`shoal.spark.read`).
+A Python data source hands Spark every row through Arrow batches, which the JVM turns into rows
+and copies once more: even batches already in memory take about 1.3-1.9 times as long as Spark's
+parquet scan of the same files (``benches/spark_read.py``). :func:`shoal.spark.read` scans base
+files with Spark's own parquet reader instead, and is the fast path.
 Spark gives a Python data source no column pruning (``read`` sees every column after a
 ``select``): project with the ``columns`` option, or read with :func:`shoal.spark.read`. Filters
 go in the ``filters`` option (partition pruning and row filters in the tasks). The reader takes
