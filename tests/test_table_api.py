@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import json
 import os
 from pathlib import Path
 
@@ -427,3 +428,64 @@ def test_unsupported_index_types_are_rejected(tmp_path):
             shoal.Table.create(
                 str(tmp_path / "b"), name="b", record_key="id", options={"hoodie.index.type": index}
             )
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_timestamps_without_a_zone_are_stored_as_utc_instants(tmp_path, table_type):
+    """A naive timestamp column is taken as UTC (hudi-rs reads no Avro local-timestamp type): the
+    schema says timestamp-micros and every base file stores instants, so later writes merge."""
+    t = shoal.Table.create(
+        str(tmp_path / "t"), name="t", table_type=table_type, record_key="id", ordering_field="ts"
+    )
+    naive = pa.timestamp("us")
+    t.upsert(
+        pa.table(
+            {
+                "id": [1, 2],
+                "ts": [1, 1],
+                "at": pa.array([dt.datetime(2024, 1, 1, 12), dt.datetime(2024, 1, 2)], naive),
+            }
+        )
+    )
+    t.upsert(
+        pa.table(
+            {
+                "id": [2, 3],
+                "ts": [2, 2],
+                "at": pa.array([dt.datetime(2024, 1, 3, 8, 30), None], pa.timestamp("ns")),
+            }
+        )
+    )
+    # A zone other than UTC names the same instants.
+    t.upsert(
+        pa.table(
+            {
+                "id": [4],
+                "ts": [1],
+                "at": pa.array(
+                    [dt.datetime(2024, 1, 5, 1, tzinfo=dt.UTC)], pa.timestamp("us", tz="UTC")
+                ).cast(pa.timestamp("us", tz="America/New_York")),
+            }
+        )
+    )
+    utc = dt.UTC
+    expected = [
+        {"id": 1, "at": dt.datetime(2024, 1, 1, 12, tzinfo=utc)},
+        {"id": 2, "at": dt.datetime(2024, 1, 3, 8, 30, tzinfo=utc)},
+        {"id": 3, "at": None},
+        {"id": 4, "at": dt.datetime(2024, 1, 5, 1, tzinfo=utc)},
+    ]
+    ours = t.read()
+    assert ours.schema.field("at").type == pa.timestamp("us", tz="UTC")
+    assert rows_by(ours, ["id", "at"], ["id"]) == expected
+    theirs = hudi_rs_read(t.path)
+    theirs = theirs.set_column(
+        theirs.schema.get_field_index("at"), "at", theirs["at"].cast(pa.timestamp("us", tz="UTC"))
+    )
+    assert rows_by(theirs, ["id", "at"], ["id"]) == expected
+    last = t.timeline[-1]
+    commit = json.loads((Path(t.path) / ".hoodie" / f"{last.time}.{last.action}").read_text())
+    assert '"timestamp-micros"' in commit["extraMetadata"]["schema"]
+    for f in Path(t.path).glob("*.parquet"):
+        schema = pq.read_metadata(f).schema
+        assert '"isAdjustedToUTC":true' in schema.column(schema.names.index("at")).logical_type.to_json()

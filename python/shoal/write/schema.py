@@ -43,8 +43,13 @@ def strip_meta_columns(table: pa.Table) -> pa.Table:
 
 
 def normalize_types(table: pa.Table) -> pa.Table:
-    """Maps types Hudi cannot store to ones it can: views to plain strings, timestamps to micros,
-    dictionaries to their values (Avro has no dictionary or nanosecond types)."""
+    """Maps types Hudi cannot store to ones it can: views to plain strings, timestamps to UTC
+    instants in micros (or millis), dictionaries to their values (Avro has no dictionary or
+    nanosecond types).
+
+    A timestamp without a zone is taken as UTC, as Spark with a UTC session zone takes it: hudi-rs
+    cannot read Avro's ``local-timestamp-*`` types, so every timestamp is an instant
+    (``timestamp-micros``), and a base file must store it that way for later writes to merge."""
     fields = []
     changed = False
     for f in table.schema:
@@ -67,8 +72,8 @@ def _storable(t: pa.DataType) -> pa.DataType:
         return pa.string()
     if pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
         return pa.binary()
-    if pa.types.is_timestamp(t) and t.unit in ("s", "ns"):
-        return pa.timestamp("us", tz=t.tz)
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("ms" if t.unit == "ms" else "us", tz="UTC")
     if pa.types.is_date64(t):
         return pa.date32()
     if pa.types.is_large_list(t) or pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
