@@ -57,13 +57,7 @@ class BloomIndex:
         filter) is tagged with that file unread. Such a tag can be a bloom false positive, a key
         no file holds, which the file group's write then takes as an insert. Keys that several
         files may hold are confirmed by reading the key columns, as with ``confirm=True``."""
-        work = [
-            (i, keys, s)
-            for i, (keys, slices) in enumerate(partitions)
-            if len(keys)
-            for s in slices
-            if s.base_file is not None
-        ]
+        work = _work(partitions)
         file_ids = [pa.nulls(len(keys), pa.string()) for keys, _ in partitions]
         if not confirm and self.use_footers:
             return self._tag_unconfirmed(partitions, work, file_ids)
@@ -76,15 +70,43 @@ class BloomIndex:
                 file_ids[i] = pc.if_else(mask, pa.scalar(sl.file_id), file_ids[i])
         return file_ids
 
-    def _tag_unconfirmed(
+    def footer_tags(
+        self, partitions: Sequence[tuple[pa.Array, Sequence[FileSlice]]]
+    ) -> list[tuple[pa.Array, np.ndarray]]:
+        """For each partition's keys and file slices, reading no file: per key, the file id of
+        the one slice whose footer (key range and bloom filter) admits it, else null; and a mask
+        of the keys other files may hold as well: admitted by several footers, or by the key
+        range of a file without a bloom filter (or by any file, without footers). A function of
+        the keys and the footers alone, so separate passes over the same keys agree: the Spark
+        writer routes rows with it, after correcting the keys a counting pass confirmed."""
+        work = _work(partitions)
+        tags = [pa.nulls(len(keys), pa.string()) for keys, _ in partitions]
+        shared = [np.zeros(len(keys), dtype=bool) for keys, _ in partitions]
+        if not self.use_footers:
+            for i, _, _ in work:
+                shared[i][:] = True
+            return list(zip(tags, shared, strict=True))
+        with _lookup_pool(self.workers) as pool:
+            found, counts = self._footer_candidates(partitions, work, pool)
+        for (i, keys, sl), idx, _ in found:
+            alone = counts[i][idx] == 1
+            if alone.any():
+                mask = _mask_from_indices(pa.array(idx[alone]), len(keys))
+                tags[i] = pc.if_else(mask, pa.scalar(sl.file_id), tags[i])
+            shared[i][idx[~alone]] = True
+        return list(zip(tags, shared, strict=True))
+
+    def _footer_candidates(
         self,
         partitions: Sequence[tuple[pa.Array, Sequence[FileSlice]]],
         work: list[tuple[int, pa.Array, FileSlice]],
-        file_ids: list[pa.Array],
-    ) -> list[pa.Array]:
+        pool: ThreadPoolExecutor,
+    ) -> tuple[list[tuple[tuple[int, pa.Array, FileSlice], np.ndarray, int]], list[np.ndarray]]:
+        """The keys each file's footer admits (indices into its partition's keys, and how much
+        each counts), and per partition how many files admit each key: a file without a bloom
+        filter counts twice, so its candidates always count as shared."""
+
         def candidates(item: tuple[int, pa.Array, FileSlice]) -> tuple[np.ndarray, int] | None:
-            """Indices of the keys the file may hold, and how much each counts: a file without
-            a bloom filter counts twice, so its candidates are always confirmed."""
             _, keys, sl = item
             found = self._prune_with_footer(keys, sl)
             if found is None:
@@ -94,13 +116,20 @@ class BloomIndex:
             weight = 1 if self._footer(sl.base_file.path).bloom is not None else 2
             return (np.arange(len(keys)) if idx is None else idx.to_numpy(zero_copy_only=False)), weight
 
+        found = [(item, c[0], c[1]) for item, c in zip(work, pool.map(candidates, work), strict=True) if c]
+        counts = [np.zeros(len(keys), dtype=np.int32) for keys, _ in partitions]
+        for (i, _, _), idx, weight in found:
+            counts[i][idx] += weight
+        return found, counts
+
+    def _tag_unconfirmed(
+        self,
+        partitions: Sequence[tuple[pa.Array, Sequence[FileSlice]]],
+        work: list[tuple[int, pa.Array, FileSlice]],
+        file_ids: list[pa.Array],
+    ) -> list[pa.Array]:
         with _lookup_pool(self.workers) as pool:
-            found = [
-                (item, c[0], c[1]) for item, c in zip(work, pool.map(candidates, work), strict=True) if c
-            ]
-            counts = [np.zeros(len(keys), dtype=np.int32) for keys, _ in partitions]
-            for (i, _, _), idx, weight in found:
-                counts[i][idx] += weight
+            found, counts = self._footer_candidates(partitions, work, pool)
             shared = []
             for (i, keys, sl), idx, _ in found:
                 only_here = idx[counts[i][idx] == 1]
@@ -167,6 +196,19 @@ class BloomIndex:
             idx = sel if idx is None else idx.take(sel)
             probe = probe.take(sel)
         return idx, probe
+
+
+def _work(
+    partitions: Sequence[tuple[pa.Array, Sequence[FileSlice]]],
+) -> list[tuple[int, pa.Array, FileSlice]]:
+    """(partition index, keys, slice) of every slice with a base file, for partitions with keys."""
+    return [
+        (i, keys, s)
+        for i, (keys, slices) in enumerate(partitions)
+        if len(keys)
+        for s in slices
+        if s.base_file is not None
+    ]
 
 
 @functools.lru_cache(maxsize=4)

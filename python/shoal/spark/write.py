@@ -1,28 +1,40 @@
 """Writing a Spark DataFrame into a shoal (Hudi) table: ``shoal.spark.write(df, path, ...)``.
 
 The write runs the local writer's phases (``shoal.write.writer.Writer``), with the data staying
-in Spark (DESIGN §3.1):
+in Spark (DESIGN §3.1). Whole records cross from the JVM into Python once, in the task that
+writes them; the passes before see only the columns key generation reads (moving rows into
+Python is the expensive direction: /work/shared/spec/SPARK_NOTES.md):
 
-1. *prepare* (``mapInArrow`` over the input partitions): validation, key generation and the
-   operation column (``key_records``), then bloom tagging: the driver broadcasts the latest base
-   files of the table with their footers' key ranges and bloom filters, tasks probe the filters
-   and confirm candidates by reading the key column of candidate files (``BloomIndex``). Every
-   row also gets its position in the input, so that deduplication can keep the later of two
-   equal records as the local writer does. The result is checkpointed on the executors
-   (``localCheckpoint``): the input is evaluated once, and rows kept as rows cost far less to
-   keep than a columnar cache.
-2. *count* records per (partition, file group or new, operation): the workload profile, on the
-   driver.
-3. *assign* buckets on the driver with the local writer's ``BucketAssigner``: updates go to the
+1. *count* (``mapInArrow`` over the key columns of the input): key generation, validation (a
+   null or empty key fails here, before the timeline changes) and bloom tagging against the
+   latest base files, whose footers (key ranges, bloom filters) the driver broadcasts. A key
+   only one footer admits keeps that file's id unread on copy-on-write tables (the rewrite of
+   that file group takes a bloom false positive as an insert); keys several files may hold,
+   and on merge-on-read every admitted key (a false positive must not land in a log, where no
+   bloom index finds it), are confirmed by reading the files' key columns. Each task returns
+   its record counts per (partition, file group or new, operation), the workload profile, and
+   the keys whose confirmed tag differs from the footer tag (``BloomIndex.footer_tags``).
+2. *assign* buckets on the driver with the local writer's ``BucketAssigner``: updates go to the
    file group holding their key; inserts fill small files, then new file groups.
-4. *route* every row to its bucket with Spark expressions: updates by file group, inserts by a
-   stable hash of the record key weighted by the buckets' capacities (as Hudi's
-   ``UpsertPartitioner``), and repartition so that bucket ``b`` is exactly Spark partition ``b``.
-5. *write*: one task per bucket deduplicates its records (``finish_records``) and runs the
-   local writer's task for the bucket's spec (``run_cow_write`` / ``run_log_append``); it
-   returns its write stat as a JSON row.
-6. *commit* on the driver (``Writer.commit``): files of failed or speculative attempts, which
+3. *route* (an Arrow UDF over the same key columns): the same keys, their footer tags and the
+   broadcast corrections give every row the tag the count pass counted, without reading a file;
+   tags become buckets: updates by file group, inserts by a stable hash of the record key
+   (``shoal.spark.keys``) weighted by the buckets' capacities (as Hudi's ``UpsertPartitioner``).
+   Spark repartitions by it so that bucket ``b`` is exactly Spark partition ``b``.
+4. *write*: one task per bucket keys its records again (``key_records``), deduplicates them
+   (``finish_records``, in input order restored from a sequence column when keys repeat) and
+   runs the local writer's task for the bucket's spec (``run_cow_write`` / ``run_log_append``).
+   Tasks return their write stats and how many rows they received.
+5. *commit* on the driver (``Writer.commit``): files of failed or speculative attempts, which
    carry markers but are in no returned stat, are deleted first.
+
+The input is thus evaluated twice, by the count pass (its key columns only) and by the write.
+An input that could give other rows when evaluated again (a plan with ``limit``, ``sample``,
+``rand()``, windows, ``dropDuplicates``, or a source other than files, local data, ranges and
+cached or checkpointed data: :func:`reproducible`) is checkpointed first (``localCheckpoint``).
+One that changes all the same (a UDF wrongly taken for deterministic) fails the write before
+its commit: a row's bucket is missing from the plan, or the rows written differ from the rows
+counted.
 """
 
 from __future__ import annotations
@@ -33,6 +45,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,10 +53,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
-from pyspark.sql.types import ArrayType, IntegerType, LongType, MapType, StringType, StructField, StructType
+from pyspark.sql.functions import arrow_udf
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    DecimalType,
+    IntegerType,
+    MapType,
+    StringType,
+    StructType,
+)
 
 from shoal import _native
 from shoal.config import write_config as wc
@@ -55,15 +78,16 @@ from shoal.index.bloom import BloomIndex
 from shoal.index.footer import KeyFooter, read_key_footer
 from shoal.keygen import KeyGenerator, key_generator_from_properties
 from shoal.spark.executor import SparkExecutor, name_attempt, spark_job
+from shoal.spark.keys import KeyMap, key_hash
 from shoal.table import Table
-from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_UPSERT, CowWriteSpec
+from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_SOFT_DELETE, OP_UPSERT, CowWriteSpec
 from shoal.tasks.mor_append import LogAppendSpec
 from shoal.timeline.commit_metadata import WriteStat
 from shoal.timeline.lock import WRITE, table_lock
 from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import Assignment
-from shoal.write.prepare import PARTITION_PATH, RECORD_KEY
-from shoal.write.schema import normalize_types, strip_meta_columns
+from shoal.write.prepare import PARTITION_PATH, RECORD_KEY, add_keys, deleted_mask, validate_keys
+from shoal.write.schema import IS_DELETED_COLUMN, normalize_types, reconcile, strip_meta_columns
 from shoal.write.writer import (
     Operation,
     Writer,
@@ -89,17 +113,32 @@ _ALIASES = {
     "key_generator": wc.KEYGENERATOR_CLASS,
 }
 
-# Internal columns between the phases.
-TAG_COLUMN = "_shoal_file_id"  # the file group holding the key; null for a new key
-SEQ_COLUMN = "_shoal_seq"  # input position: (input partition << 40) + row
-ROUTE_COLUMN = "_shoal_route"  # a value whose Spark hash partition is the bucket
-_INTERNAL = (RECORD_KEY, PARTITION_PATH, OP_COLUMN, TAG_COLUMN, SEQ_COLUMN)
+# Internal columns of the write pass: the input position of a row (Spark's
+# monotonically_increasing_id) and a value whose Spark hash partition is the row's bucket.
+SEQ_COLUMN = "_shoal_seq"
+ROUTE_COLUMN = "_shoal_route"
+# Columns the local writer adds to records (not part of the table's data schema).
+_INTERNAL = (RECORD_KEY, PARTITION_PATH, OP_COLUMN)
 
-# Rows a prepare task tags at once: the key column of a candidate file is read once per chunk.
-PREPARE_CHUNK_ROWS = 1_000_000
-SEQ_PARTITION_SHIFT = 40
+# Rows a count task tags at once: the key column of a candidate file is read once per chunk.
+TAG_CHUNK_ROWS = 1_000_000
+# Arrow batches of the write's jobs (see arrow_batches): bytes aimed at, records per batch.
+BATCH_BYTES = 32 * 1024 * 1024
+MIN_BATCH_ROWS, MAX_BATCH_ROWS = 10_000, 100_000
+# Input records sampled for the record size estimate when no commit tells it.
+SAMPLE_ROWS = 20_000
 
-STAT_SCHEMA = "stat string"
+COUNT_SCHEMA = "partition string, file_id string, op tinyint, n long, key string"
+_COUNT_ARROW_SCHEMA = pa.schema(
+    [
+        ("partition", pa.string()),
+        ("file_id", pa.string()),
+        ("op", pa.int8()),
+        ("n", pa.int64()),
+        ("key", pa.string()),
+    ]
+)
+RESULT_SCHEMA = "result string"
 
 
 def write(
@@ -226,46 +265,64 @@ def _fields(text: str) -> list[str]:
 
 
 @dataclass(frozen=True)
-class PrepareSpec:
-    """What a prepare task needs, as plain data."""
+class KeySpec:
+    """What the count and route passes need to key and tag records, as plain data."""
 
     base_uri: str
     operation: Operation
     table_properties: dict[str, str]
     write_options: dict[str, str]
-    ordering_field: str | None
-    table_schema: pa.Schema | None
-    fill_missing: bool
-    output_schema: pa.Schema
-    # Whether to tag (an index lookup is needed), and the token of this write's broadcast.
+    # The input columns that key generation reads, and whether rows mark deletes
+    # (``_hoodie_is_deleted``) among them.
+    columns: tuple[str, ...]
+    # Key columns of the table schema, to reconcile the key columns as the write task will.
+    key_schema: pa.Schema | None
+    # Whether to tag (an index lookup is needed), and the token of this write's broadcasts.
     tag: bool
     write_token: str
-    # Whether tags must be confirmed by reading candidate files (BloomIndex.tag): on
-    # merge-on-read tables, an update of a file group becomes a log append, and a bloom false
-    # positive there would put a new key into a log, where no bloom index finds it again.
-    # Copy-on-write rewrites of a file group take such keys into its base file.
-    confirm_tags: bool
+    # Whether every tag must be confirmed by reading the file it names. Merge-on-read: an update
+    # of a file group becomes a log append, and a bloom false positive there would put a new key
+    # into a log, where no bloom index finds it again. Copy-on-write rewrites of a file group
+    # take such keys into its base file, so a key only one footer admits is tagged unread.
+    confirm_all: bool
 
 
 @dataclass(frozen=True)
 class TagContext:
-    """Broadcast to prepare tasks: the latest slices of every partition and their base files'
-    key footers (min key, max key, bloom filter as in the footer, bloom type code)."""
+    """Broadcast to the count and route passes: the latest slices of every partition and their
+    base files' key footers (min key, max key, bloom filter as in the footer, bloom type code)."""
 
     slices: dict[str, list[FileSlice]]
     footers: dict[str, tuple[str | None, str | None, str | None, str | None]]
 
 
 @dataclass(frozen=True)
+class RoutePlan:
+    """Broadcast to the route pass: the keys whose tags the count pass corrected (by
+    partition: keys and file ids, null for a new key), the route value of each file group's
+    bucket by partition, and each partition's insert buckets (cumulative record counts and
+    route values)."""
+
+    tags: TagContext | None
+    corrections: dict[str, tuple[pa.Array, pa.Array]]
+    updates: dict[str, dict[str, int]]
+    inserts: dict[str, tuple[tuple[int, ...], tuple[int, ...]]]
+
+
+@dataclass(frozen=True)
 class BucketTaskSpec:
     """What the write tasks need: each bucket's task spec, the route value of every bucket (to
-    check the partitioning), and how to finish the records."""
+    check the partitioning), and how to key and finish the records."""
 
     specs: tuple[CowWriteSpec | LogAppendSpec, ...]
     route_values: tuple[int, ...]
     operation: Operation
+    table_properties: dict[str, str]
     ordering_field: str | None
+    table_schema: pa.Schema | None
+    fill_missing: bool
     combine: bool
+    sort_by_key: bool
 
 
 class SparkWrite:
@@ -301,28 +358,34 @@ class SparkWrite:
         self.timings[name] = now - started
         return now
 
+    def _broadcast(self, value: Any) -> Any:
+        broadcast = self.spark.sparkContext.broadcast(value)
+        self._broadcasts.append(broadcast)
+        return broadcast
+
     def _run(self, df: DataFrame) -> WriteResult:
         t = time.perf_counter()
-        storage, writer, op = self.table.storage, self.writer, self.operation
-        timeline = Timeline.load(storage, self.table.config)
-        spec = self._prepare_spec(df, timeline)
+        storage, writer, op, config = self.table.storage, self.writer, self.operation, self.table.config
+        timeline = Timeline.load(storage, config)
+        spec, data_schema, table_schema = self._key_spec(df, timeline)
         tag_context = self._tag_context(timeline) if spec.tag else None
+        source = evaluated_once(df)
         t = self._phase("plan_tagging", t)
-        broadcast = self.spark.sparkContext.broadcast(tag_context)
-        self._broadcasts.append(broadcast)
-        prepared = df.mapInArrow(
-            functools.partial(_prepare_task, spec, broadcast), from_arrow_schema(spec.output_schema)
-        ).localCheckpoint(eager=False)
-        with spark_job(self.spark.sparkContext, f"shoal {op.value.lower()}: prepare and tag"):
-            counts = prepared.groupBy(PARTITION_PATH, TAG_COLUMN, OP_COLUMN).count().collect()
-        t = self._phase("prepare_tag_count", t)
+        tags = self._broadcast(tag_context)
+        keys = source.select(*[F.col(_quoted(c)) for c in spec.columns])
+        with (
+            arrow_batches(self.spark, keys.schema),
+            spark_job(self.spark.sparkContext, f"shoal {op.value.lower()}: count"),
+        ):
+            counted = keys.mapInArrow(functools.partial(_count_task, spec, tags), COUNT_SCHEMA).toArrow()
+        profile, corrections = _Profile.summed(counted), _corrections(counted)
+        t = self._phase("tag_count", t)
 
         # Nothing on the timeline changed so far: bad input failed above.
         timeline = writer.rollback_failed_writes(timeline)
         view = FileSystemView(storage, timeline)
-        assigner = writer.assigner(timeline, lambda: _sample(prepared))
+        assigner = writer.assigner(timeline, lambda: _sample(source, spec, table_schema, writer))
         assignment = Assignment()
-        profile = _Profile([(r[0], r[1], int(r[2]), int(r[3])) for r in counts])
         for partition in profile.partitions():
             if op == Operation.BULK_INSERT:
                 assigner.assign(
@@ -358,54 +421,90 @@ class SparkWrite:
             for b, bucket in enumerate(assignment.buckets)
         )
         stats: list[WriteStat] = []
+        received = 0
         if n:
-            routed = _route(self.spark, prepared, assignment, route_values)
+            plan = self._broadcast(route_plan(tag_context, corrections, assignment, route_values))
+            combine = writer.combine(op)
+            sort_by_key = op == Operation.BULK_INSERT and (
+                self.table.write_config.get(wc.BULKINSERT_SORT_MODE) in wc.KEY_SORTED_BULK_INSERT_MODES
+            )
+            # Input order matters to deduplication (the later of two equal records wins) and to
+            # a bulk insert that keeps it.
+            ordered = combine or (op == Operation.BULK_INSERT and not sort_by_key)
             task = BucketTaskSpec(
-                specs, tuple(route_values), op, self.table.config.precombine_field, writer.combine(op)
+                specs=specs,
+                route_values=tuple(route_values),
+                operation=op,
+                table_properties=spec.table_properties,
+                ordering_field=config.precombine_field,
+                table_schema=table_schema,
+                fill_missing=bool(self.table.write_config.get(wc.SCHEMA_ON_WRITE_ADD_COLUMNS)),
+                combine=combine,
+                sort_by_key=sort_by_key,
             )
-            rows = routed.repartition(n, ROUTE_COLUMN).mapInArrow(
-                functools.partial(_write_task, task, self.after_task_write), STAT_SCHEMA
+            key_columns = F.struct(*[F.col(_quoted(c)) for c in spec.columns])
+            routed = source.withColumn(ROUTE_COLUMN, _route_udf(spec, plan)(key_columns))
+            if ordered:
+                routed = routed.withColumn(SEQ_COLUMN, F.monotonically_increasing_id())
+            written = (
+                routed.where(F.col(ROUTE_COLUMN).isNotNull())
+                .repartition(n, ROUTE_COLUMN)
+                .mapInArrow(functools.partial(_write_task, task, self.after_task_write), RESULT_SCHEMA)
             )
-            with spark_job(self.spark.sparkContext, f"shoal {op.value.lower()}: write {n} file groups"):
-                stats = [WriteStat.from_dict(json.loads(r[0])) for r in rows.collect()]
+            with (
+                arrow_batches(self.spark, source.schema),
+                spark_job(self.spark.sparkContext, f"shoal {op.value.lower()}: write {n} file groups"),
+            ):
+                results = [json.loads(r[0]) for r in written.collect()]
+            for result in results:
+                received += result["received"]
+                stats += [WriteStat.from_dict(s) for s in result["stats"]]
         t = self._phase("write", t)
-        data_schema = pa.schema([f for f in spec.output_schema if f.name not in _INTERNAL])
+        expected = profile.routed(assignment)
+        if received != expected:
+            raise InvalidArgumentError(
+                f"the input changed between its two evaluations: {expected} records counted, "
+                f"{received} written; not committing (the next write rolls this one back). "
+                "Checkpoint or cache an input that is not deterministic"
+            )
         result = writer.commit(write, stats, data_schema)
         self._phase("commit", t)
         return result
 
-    def _prepare_spec(self, df: DataFrame, timeline: Timeline) -> PrepareSpec:
+    def _key_spec(self, df: DataFrame, timeline: Timeline) -> tuple[KeySpec, pa.Schema, pa.Schema | None]:
         """Runs the preparation on an empty batch of the input's schema: a missing key, partition
-        or ordering field, or a schema the table cannot take, fails here, before any job; the
-        result's schema is the prepare tasks' output schema."""
+        or ordering field, or a schema the table cannot take, fails here, before any job.
+        Returns the passes' spec, the records' schema (for the commit) and the table schema."""
         op, config, writer = self.operation, self.table.config, self.writer
         timezone = self.spark.conf.get("spark.sql.session.timeZone") or "UTC"
         incoming = to_arrow_schema(df.schema, timezone=timezone).empty_table()
+        incoming = normalize_types(strip_meta_columns(incoming))
         table_schema = None if op == Operation.DELETE else writer.table_schema(timeline)
         fill_missing = bool(self.table.write_config.get(wc.SCHEMA_ON_WRITE_ADD_COLUMNS))
-        keyed = key_records(
-            normalize_types(strip_meta_columns(incoming)),
-            op,
-            self.table.keygen,
-            config.precombine_field,
-            table_schema,
-            fill_missing,
+        keygen = self.table.keygen
+        keyed = key_records(incoming, op, keygen, config.precombine_field, table_schema, fill_missing)
+        data_schema = pa.schema(
+            [f.with_type(_plain(f.type)).with_nullable(True) for f in keyed.schema if f.name not in _INTERNAL]
         )
-        fields = [f.with_type(_plain(f.type)).with_nullable(True) for f in keyed.schema]
-        output = pa.schema([*fields, pa.field(TAG_COLUMN, pa.string()), pa.field(SEQ_COLUMN, pa.int64())])
-        return PrepareSpec(
+        wanted = {f.split(".", 1)[0] for f in [*keygen.record_key_fields, *keygen.partition_fields]}
+        if op != Operation.DELETE:
+            wanted.add(IS_DELETED_COLUMN)
+        columns = tuple(c for c in incoming.column_names if c in wanted)
+        key_schema = None
+        if table_schema is not None:
+            key_schema = pa.schema([f for f in table_schema if f.name in columns])
+        spec = KeySpec(
             base_uri=self.table.storage.base_uri,
             operation=op,
             table_properties=dict(config.as_dict()),
             write_options=dict(self.table.write_config.raw),
-            ordering_field=config.precombine_field,
-            table_schema=table_schema,
-            fill_missing=fill_missing,
-            output_schema=output,
+            columns=columns,
+            key_schema=key_schema,
             tag=make_index(self.table.storage, self.table.write_config, op) is not None,
             write_token=uuid.uuid4().hex,
-            confirm_tags=self.writer.merge_on_read,
+            confirm_all=writer.merge_on_read,
         )
+        return spec, data_schema, table_schema
 
     def _tag_context(self, timeline: Timeline) -> TagContext:
         """The latest slices and, for the bloom index, the key footers of their base files."""
@@ -428,14 +527,132 @@ class SparkWrite:
         return TagContext(dict(by_partition), footers)
 
 
+def evaluated_once(df: DataFrame) -> DataFrame:
+    """``df``, or ``df`` checkpointed on the executors when evaluating it twice could give
+    other rows (see :func:`reproducible`): the write evaluates its input twice, and both passes
+    must see the same records."""
+    return df if reproducible(df) else df.localCheckpoint(eager=False)
+
+
+# Plan leaves that give the same rows when read again: files listed when the plan was made,
+# local data, ranges, and data Spark already holds (checkpointed or cached).
+_REPRODUCIBLE_LEAVES = frozenset(
+    {"LogicalRelation", "LocalRelation", "Range", "LogicalRDD", "InMemoryRelation", "OneRowRelation"}
+)
+# Operators whose output rows depend on the order their input arrives in, which a shuffle
+# does not keep from one evaluation to the next (``df.limit(n)`` takes whichever rows come first).
+_ORDER_SENSITIVE = frozenset(
+    {
+        "GlobalLimit",
+        "LocalLimit",
+        "Tail",
+        "Offset",
+        "GlobalLimitAndOffset",
+        "Sample",
+        "Window",
+        "WindowGroupLimit",
+    }
+)
+
+
+# Aggregate functions whose result depends on the order rows arrive in (``dropDuplicates``
+# becomes an aggregate of ``first`` values), as they appear in a plan's text.
+_ORDER_SENSITIVE_AGGREGATES = (
+    "first(",
+    "last(",
+    "any_value(",
+    "collect_list(",
+    "collect_set(",
+    "max_by(",
+    "min_by(",
+)
+
+
+def reproducible(df: DataFrame) -> bool:
+    """Whether evaluating ``df`` again gives the same rows: its optimized plan reads only
+    reproducible leaves (files, local data, ranges, cached or checkpointed data), has no
+    order-sensitive operator or aggregate, and Spark deems all its expressions deterministic
+    (no ``rand()``, no UDF marked nondeterministic)."""
+    plan = df._jdf.queryExecution().optimizedPlan()
+    if not plan.deterministic():
+        return False
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        name = node.getClass().getSimpleName()
+        children = node.children()
+        if name in _ORDER_SENSITIVE or (children.size() == 0 and name not in _REPRODUCIBLE_LEAVES):
+            return False
+        if name == "Aggregate" and any(f in node.toString().lower() for f in _ORDER_SENSITIVE_AGGREGATES):
+            return False
+        stack.extend(children.apply(i) for i in range(children.size()))
+    return True
+
+
+@contextmanager
+def arrow_batches(spark: SparkSession, schema: StructType) -> Iterator[None]:
+    """Arrow batch settings for the write's jobs, whose widest rows are of ``schema``; the
+    session's settings are restored afterwards. No byte limit: with one, Spark measures the
+    batch after every row it adds. Records per batch: about 32 MiB of rows by a rough width
+    estimate, between Spark's default (10,000) and 100,000, so tasks handle few batches. Arrow
+    UDFs read rows, not the scan's columnar batches: those have 4,096 rows, whatever the setting."""
+    settings = {
+        "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
+        "spark.sql.execution.arrow.maxRecordsPerBatch": str(batch_rows(schema)),
+        "spark.sql.execution.arrow.pythonUDF.columnarInput.enabled": "false",
+    }
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in previous.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
+
+
+def batch_rows(schema: StructType) -> int:
+    """Records per Arrow batch for rows of ``schema`` (see :func:`arrow_batches`)."""
+    width = sum(_width(f.dataType) for f in schema.fields)
+    return max(MIN_BATCH_ROWS, min(MAX_BATCH_ROWS, BATCH_BYTES // max(1, width)))
+
+
+def _width(t: DataType) -> int:
+    """A rough in-memory width of a value of type ``t``, in bytes."""
+    if isinstance(t, StructType):
+        return sum(_width(f.dataType) for f in t.fields)
+    if isinstance(t, (ArrayType, MapType)):
+        return 256
+    if isinstance(t, (StringType, BinaryType)):
+        return 64
+    if isinstance(t, DecimalType):
+        return 16
+    return 8
+
+
+def _quoted(column: str) -> str:
+    return "`" + column.replace("`", "``") + "`"
+
+
 def _plain(t: pa.DataType) -> pa.DataType:
     """Dictionary types as their values (Spark has none)."""
     return _plain(t.value_type) if pa.types.is_dictionary(t) else t
 
 
-def _sample(prepared: DataFrame) -> pa.Table:
-    """Prepared records for the record size estimate (only when no commit tells it)."""
-    return prepared.drop(TAG_COLUMN, SEQ_COLUMN).limit(20_000).toArrow()
+def _sample(source: DataFrame, spec: KeySpec, table_schema: pa.Schema | None, writer: Writer) -> pa.Table:
+    """Keyed records for the record size estimate (only when no commit tells it)."""
+    data = normalize_types(strip_meta_columns(source.limit(SAMPLE_ROWS).toArrow()))
+    return key_records(
+        data,
+        spec.operation,
+        writer.keygen,
+        writer.config.precombine_field,
+        table_schema,
+        bool(writer.wc.get(wc.SCHEMA_ON_WRITE_ADD_COLUMNS)),
+    )
 
 
 class _Profile:
@@ -446,6 +663,16 @@ class _Profile:
         self._by_partition: dict[str, list[tuple[str | None, int, int]]] = defaultdict(list)
         for partition, file_id, op, n in counts:
             self._by_partition[partition].append((file_id, op, n))
+
+    @classmethod
+    def summed(cls, counted: pa.Table) -> _Profile:
+        """The profile of the count tasks' output (count rows have no key)."""
+        counts = counted.filter(pc.is_null(counted.column("key")))
+        total = counts.group_by(["partition", "file_id", "op"], use_threads=False).aggregate([("n", "sum")])
+        rows = zip(
+            *(total.column(c).to_pylist() for c in ("partition", "file_id", "op", "n_sum")), strict=True
+        )
+        return cls(sorted(((p, f, int(o), int(n)) for p, f, o, n in rows), key=repr))
 
     def partitions(self) -> list[str]:
         return sorted(self._by_partition)
@@ -467,56 +694,46 @@ class _Profile:
             fid == file_id and op != OP_HARD_DELETE for fid, op, _n in self._by_partition[partition]
         )
 
+    def routed(self, assignment: Assignment) -> int:
+        """Records the route pass sends to a bucket: tagged ones, and new keys of partitions
+        that take inserts (deletes of keys the table does not hold go with them)."""
+        with_inserts = {p for p, plan in assignment.insert_plan.items() if plan}
+        return sum(n for p, fid, _op, n in self.counts if fid is not None or p in with_inserts)
 
-def _route(
-    spark: SparkSession, prepared: DataFrame, assignment: Assignment, route_values: list[int]
-) -> DataFrame:
-    """``prepared`` with the route column: tagged rows go to their file group's bucket; the
-    rest of a partition spreads over its insert buckets by ``pmod(xxhash64(key), inserts)``
-    against the buckets' cumulative counts (Hudi's UpsertPartitioner weighting). Deletes of
-    new keys go where an insert of the same key would, so deduplication sees both; rows of
-    partitions without inserts that match nothing are dropped."""
+
+def _corrections(counted: pa.Table) -> dict[str, tuple[pa.Array, pa.Array]]:
+    """The count tasks' corrected tags by partition: (keys, file ids), null for a new key."""
+    rows = counted.filter(pc.is_valid(counted.column("key")))
+    return {
+        partition: (
+            rows.column("key").take(at).combine_chunks(),
+            rows.column("file_id").take(at).combine_chunks(),
+        )
+        for partition, at in group_rows(rows.column("partition"))
+    }
+
+
+def route_plan(
+    tags: TagContext | None,
+    corrections: dict[str, tuple[pa.Array, pa.Array]],
+    assignment: Assignment,
+    route_values: list[int],
+) -> RoutePlan:
+    """Where the route pass sends rows: tagged rows to their file group's bucket; the rest of a
+    partition over its insert buckets by ``key_hash(key) % inserts`` against the buckets'
+    cumulative counts (Hudi's UpsertPartitioner weighting). Deletes of new keys go where an
+    insert of the same key would, so deduplication sees both; rows of partitions without
+    inserts that match nothing are dropped."""
     updates: dict[str, dict[str, int]] = defaultdict(dict)
     for b, bucket in enumerate(assignment.buckets):
         # Tags name existing file groups only; a new bucket's fresh file id matches no row.
         updates[bucket.partition_path][bucket.file_id] = route_values[b]
-    rows = []
-    for partition in sorted({b.partition_path for b in assignment.buckets}):
-        plan = assignment.insert_plan.get(partition, [])
-        cumulative = np.cumsum([count for _, count in plan]).tolist()
-        rows.append(
-            (
-                partition,
-                updates.get(partition, {}),
-                int(cumulative[-1]) if plan else 0,
-                [int(c) for c in cumulative],
-                [route_values[b] for b, _ in plan],
-            )
-        )
-    schema = StructType(
-        [
-            StructField(PARTITION_PATH, StringType()),
-            StructField("_r_updates", MapType(StringType(), IntegerType())),
-            StructField("_r_inserts", LongType()),
-            StructField("_r_cumulative", ArrayType(LongType())),
-            StructField("_r_routes", ArrayType(IntegerType())),
-        ]
-    )
-    plan_df = spark.createDataFrame(rows, schema)
-    inserts = F.col("_r_inserts")
-    position = F.pmod(F.xxhash64(F.col(RECORD_KEY)), inserts)
-    insert_route = F.element_at(
-        F.col("_r_routes"), F.size(F.filter(F.col("_r_cumulative"), lambda c: c <= position)) + 1
-    )
-    route: Column = F.when(
-        F.col(TAG_COLUMN).isNotNull(), F.element_at(F.col("_r_updates"), F.col(TAG_COLUMN))
-    ).when(inserts > 0, insert_route)
-    return (
-        prepared.join(F.broadcast(plan_df), on=PARTITION_PATH, how="inner")
-        .withColumn(ROUTE_COLUMN, route)
-        .where(F.col(ROUTE_COLUMN).isNotNull())
-        .drop("_r_updates", "_r_inserts", "_r_cumulative", "_r_routes")
-    )
+    inserts = {}
+    for partition, plan in assignment.insert_plan.items():
+        if plan:
+            cumulative = np.cumsum([count for _, count in plan]).tolist()
+            inserts[partition] = (tuple(int(c) for c in cumulative), tuple(route_values[b] for b, _ in plan))
+    return RoutePlan(tags, corrections, dict(updates), inserts)
 
 
 def route_keys(n: int) -> list[int]:
@@ -556,36 +773,243 @@ def spark_hash_int(values: np.ndarray) -> np.ndarray:
 
 # ---- the task side -----------------------------------------------------------------------------
 
-# Per Python worker (workers are reused across tasks): key generators by table properties, and
-# the parsed footers of the current write's broadcast.
+# Per Python worker (workers are reused across tasks): key generators by table properties, the
+# parsed footers of the current write's broadcast, and its corrected tags by partition.
 _KEYGENS: dict[tuple[tuple[str, str], ...], KeyGenerator] = {}
 _FOOTERS: dict[str, dict[str, KeyFooter]] = {}
+_CORRECTIONS: dict[str, dict[str, KeyMap]] = {}
 
 
-def _prepare_task(
-    spec: PrepareSpec, broadcast: Any, batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    """Keys, validates and tags the rows of one input partition."""
-    context = TaskContext.get()
-    partition = context.partitionId() if context is not None else 0
-    offset = partition << SEQ_PARTITION_SHIFT
-    index = _task_index(spec, broadcast.value) if spec.tag else None
-    slices = broadcast.value.slices if spec.tag else {}
+def _count_task(spec: KeySpec, broadcast: Any, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Keys, validates and tags the key columns of one input partition; yields its record counts
+    per (partition, file id or null, operation), and the keys whose tags differ from their
+    footer tags (``BloomIndex.footer_tags``), with the right ones."""
+    context: TagContext | None = broadcast.value
+    index = _task_index(spec, context) if context is not None else None
+    counts: dict[tuple[str, str | None, int], int] = defaultdict(int)
+    corrected: list[pa.RecordBatch] = []
+    for chunk in _chunks(batches, TAG_CHUNK_ROWS):
+        keys, partitions, ops = _keyed(spec, chunk)
+        groups = group_rows(partitions)
+        if index is None or context is None:
+            tagged = [(p, rows, pa.nulls(len(rows), pa.string())) for p, rows in groups]
+        else:
+            tagged, fixes = _confirmed_tags(spec, index, context.slices, keys, groups)
+            corrected += fixes
+        for partition, rows, tags in tagged:
+            grouped = (
+                pa.table({"f": tags, "o": ops.take(rows)})
+                .group_by(["f", "o"], use_threads=False)
+                .aggregate([([], "count_all")])
+            )
+            for f, o, n in zip(
+                *(grouped.column(c).to_pylist() for c in ("f", "o", "count_all")), strict=True
+            ):
+                counts[(partition, f, o)] += n
+    if counts:
+        rows = [{"partition": p, "file_id": f, "op": o, "n": n} for (p, f, o), n in counts.items()]
+        yield pa.RecordBatch.from_pylist(rows, schema=_COUNT_ARROW_SCHEMA)
+    yield from corrected
+
+
+def _confirmed_tags(
+    spec: KeySpec,
+    index: BloomIndex,
+    slices: Mapping[str, list[FileSlice]],
+    keys: pa.Array,
+    groups: list[tuple[str, pa.Array]],
+) -> tuple[list[tuple[str, pa.Array, pa.Array]], list[pa.RecordBatch]]:
+    """Per partition (name, rows, tags): the footer tags, with the keys several files may hold
+    (and on merge-on-read every key a footer admits) confirmed by reading the files; and the
+    corrections (count-schema batches of the keys whose confirmed tag differs)."""
+    per_partition = [keys.take(rows) for _, rows in groups]
+    footer = index.footer_tags(
+        [(k, slices.get(p, [])) for k, (p, _) in zip(per_partition, groups, strict=True)]
+    )
+    confirm: list[np.ndarray] = []
+    for tags, shared in footer:
+        need = shared | pc.is_valid(tags).to_numpy(zero_copy_only=False) if spec.confirm_all else shared
+        confirm.append(np.flatnonzero(need))
+    exact = index.tag(
+        [
+            (k.take(pa.array(at)), slices.get(p, []))
+            for k, at, (p, _) in zip(per_partition, confirm, groups, strict=True)
+        ],
+        confirm=True,
+    )
+    tagged: list[tuple[str, pa.Array, pa.Array]] = []
+    fixes: list[pa.RecordBatch] = []
+    for (partition, rows), k, (tags, _), at, right in zip(
+        groups, per_partition, footer, confirm, exact, strict=True
+    ):
+        tags = tags.cast(pa.string())
+        if len(at):
+            taken = pa.array(at)
+            guessed = tags.take(taken)
+            differs = pc.fill_null(pc.not_equal(guessed, right), True)
+            differs = pc.and_(differs, pc.or_(pc.is_valid(guessed), pc.is_valid(right)))
+            if pc.any(differs).as_py():
+                wrong = pc.indices_nonzero(differs)
+                fixed = right.take(wrong).cast(pa.string())
+                fixes.append(
+                    pa.RecordBatch.from_arrays(
+                        [
+                            pa.array([partition] * len(wrong), pa.string()),
+                            fixed,
+                            pa.array(np.zeros(len(wrong), dtype=np.int8)),
+                            pa.array(np.zeros(len(wrong), dtype=np.int64)),
+                            k.take(taken.take(wrong)),
+                        ],
+                        schema=_COUNT_ARROW_SCHEMA,
+                    )
+                )
+            tags = _replaced(tags, at, right.cast(pa.string()))
+        tagged.append((partition, rows, tags))
+    return tagged, fixes
+
+
+def _replaced(values: pa.Array, at: np.ndarray, new: pa.Array) -> pa.Array:
+    """``values`` with the elements at ``at`` (ascending) replaced by ``new``."""
+    order = np.empty(len(values), dtype=np.int64)
+    keep = np.ones(len(values), dtype=bool)
+    keep[at] = False
+    kept = np.flatnonzero(keep)
+    # Gather from [kept values..., new values...] in row order.
+    order[kept] = np.arange(len(kept))
+    order[at] = len(kept) + np.arange(len(at))
+    return pa.concat_arrays([values.take(pa.array(kept)), new]).take(pa.array(order))
+
+
+def _chunks(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
+    """The batches gathered into tables of at least ``rows`` rows (the last one smaller): a
+    candidate file's key column is read once per chunk."""
     buffered: list[pa.RecordBatch] = []
-    rows = 0
+    count = 0
     for batch in batches:
         if batch.num_rows:
             buffered.append(batch)
-            rows += batch.num_rows
-        if rows >= PREPARE_CHUNK_ROWS:
-            yield from _prepare_chunk(spec, pa.Table.from_batches(buffered), offset, index, slices)
-            offset += rows
-            buffered, rows = [], 0
-    if rows:
-        yield from _prepare_chunk(spec, pa.Table.from_batches(buffered), offset, index, slices)
+            count += batch.num_rows
+        if count >= rows:
+            yield pa.Table.from_batches(buffered)
+            buffered, count = [], 0
+    if count:
+        yield pa.Table.from_batches(buffered)
 
 
-def _task_index(spec: PrepareSpec, context: TagContext) -> BloomIndex | None:
+def _route_udf(spec: KeySpec, broadcast: Any) -> Any:
+    """The Arrow UDF giving the route value of every row from its key columns (a struct)."""
+
+    def route(columns: pa.Array) -> pa.Array:
+        return _route_batch(spec, broadcast, columns)
+
+    # The type hints make it a scalar UDF; PySpark's stubs only know the explicit function type.
+    return arrow_udf(route, IntegerType())  # type: ignore[call-overload]
+
+
+def _route_batch(spec: KeySpec, broadcast: Any, columns: pa.Array) -> pa.Array:
+    """The route value of every row of a batch of the key columns (an Arrow UDF): null for rows
+    to drop (deletes of keys nobody holds, in partitions without inserts). Tags are the footer
+    tags with the count pass's corrections: no file is read."""
+    plan: RoutePlan = broadcast.value
+    keys, partitions, ops = _keyed(spec, pa.Table.from_batches([pa.RecordBatch.from_struct_array(columns)]))
+    groups = group_rows(partitions)
+    hashes = key_hash(keys)
+    if plan.tags is None:
+        tagged = [(p, rows, pa.nulls(len(rows), pa.string())) for p, rows in groups]
+    else:
+        index = _task_index(spec, plan.tags)
+        assert index is not None
+        per_partition = [keys.take(rows) for _, rows in groups]
+        footer = index.footer_tags(
+            [(k, plan.tags.slices.get(p, [])) for k, (p, _) in zip(per_partition, groups, strict=True)]
+        )
+        corrections = _correction_maps(spec.write_token, plan)
+        tagged = []
+        for (partition, rows), k, (tags, _) in zip(groups, per_partition, footer, strict=True):
+            tags = tags.cast(pa.string())
+            fixes = corrections.get(partition)
+            if fixes is not None:
+                at, right = fixes.lookup(k, hashes[rows.to_numpy(zero_copy_only=False)])
+                if len(at):
+                    tags = _replaced(tags, at, right)
+            tagged.append((partition, rows, tags))
+    return route_rows(hashes, ops, tagged, plan, len(keys))
+
+
+def _correction_maps(token: str, plan: RoutePlan) -> dict[str, KeyMap]:
+    maps = _CORRECTIONS.get(token)
+    if maps is None:
+        _CORRECTIONS.clear()
+        maps = _CORRECTIONS[token] = {p: KeyMap(k, f) for p, (k, f) in plan.corrections.items()}
+    return maps
+
+
+def route_rows(
+    hashes: np.ndarray, ops: pa.Array, tagged: list[tuple[str, pa.Array, pa.Array]], plan: RoutePlan, n: int
+) -> pa.Array:
+    """Route values (int32, null: dropped) of ``n`` keyed and tagged rows (per partition: its
+    name, rows and tags), by ``plan``; ``hashes``: the rows' ``key_hash``."""
+    route = np.zeros(n, dtype=np.int32)
+    routed = np.zeros(n, dtype=bool)
+    for partition, rows, here in tagged:
+        at = rows.to_numpy(zero_copy_only=False)
+        found = pc.is_valid(here)
+        tagged_rows = pc.indices_nonzero(found).to_numpy(zero_copy_only=False)
+        if len(tagged_rows):
+            files = pc.dictionary_encode(here.take(pa.array(tagged_rows)))
+            buckets = plan.updates.get(partition, {})
+            values = [buckets.get(fid) for fid in files.dictionary.to_pylist()]
+            if None in values:
+                raise InvalidArgumentError(
+                    f"the input changed between its two evaluations: an update of file group "
+                    f"{files.dictionary[values.index(None)]} in partition {partition!r} was not counted. "
+                    "Checkpoint or cache an input that is not deterministic"
+                )
+            codes = files.indices.to_numpy(zero_copy_only=False)
+            route[at[tagged_rows]] = np.asarray(values, dtype=np.int32)[codes]
+            routed[at[tagged_rows]] = True
+        new = at[pc.indices_nonzero(pc.invert(found)).to_numpy(zero_copy_only=False)]
+        if not len(new):
+            continue
+        inserts = plan.inserts.get(partition)
+        if inserts is None:
+            if pc.any(pc.equal(ops.take(pa.array(new)), OP_UPSERT)).as_py():
+                raise InvalidArgumentError(
+                    f"the input changed between its two evaluations: a new record of partition "
+                    f"{partition!r} was not counted. Checkpoint or cache an input that is not deterministic"
+                )
+            continue
+        cumulative, routes = inserts
+        position = hashes[new] % np.uint64(cumulative[-1])
+        slot = np.searchsorted(np.asarray(cumulative, dtype=np.uint64), position, side="right")
+        route[new] = np.asarray(routes, dtype=np.int32)[slot]
+        routed[new] = True
+    return pa.array(route, mask=~routed)
+
+
+def _keyed(spec: KeySpec, data: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """Record keys (validated), partition paths and operations of the key columns ``data``, as
+    the write task will compute them from the whole records."""
+    data = normalize_types(data)
+    if spec.key_schema is not None:
+        data = reconcile(data, spec.key_schema)
+    keyed = add_keys(data, _keygen(spec.table_properties))
+    validate_keys(keyed.column(RECORD_KEY))
+    keys = keyed.column(RECORD_KEY).combine_chunks()
+    partitions = keyed.column(PARTITION_PATH).combine_chunks()
+    n = len(keys)
+    deleted = None if spec.operation == Operation.DELETE else deleted_mask(keyed)
+    if spec.operation == Operation.DELETE:
+        ops = pa.array(np.full(n, OP_HARD_DELETE, dtype=np.int8))
+    elif deleted is None:
+        ops = pa.array(np.full(n, OP_UPSERT, dtype=np.int8))
+    else:
+        flags = deleted.combine_chunks().to_numpy(zero_copy_only=False)
+        ops = pa.array(np.where(flags, OP_SOFT_DELETE, OP_UPSERT).astype(np.int8))
+    return keys, partitions, ops
+
+
+def _task_index(spec: KeySpec, context: TagContext) -> BloomIndex | None:
     footers = _FOOTERS.get(spec.write_token)
     if footers is None:
         _FOOTERS.clear()
@@ -605,44 +1029,6 @@ def _keygen(properties: dict[str, str]) -> KeyGenerator:
     return keygen
 
 
-def _prepare_chunk(
-    spec: PrepareSpec,
-    data: pa.Table,
-    offset: int,
-    index: BloomIndex | None,
-    slices: Mapping[str, list[FileSlice]],
-) -> Iterator[pa.RecordBatch]:
-    keyed = key_records(
-        normalize_types(strip_meta_columns(data)),
-        spec.operation,
-        _keygen(spec.table_properties),
-        spec.ordering_field,
-        spec.table_schema,
-        spec.fill_missing,
-    )
-    n = keyed.num_rows
-    tags = pa.nulls(n, pa.string()) if index is None else tag_rows(keyed, index, slices, spec.confirm_tags)
-    seq = pa.array(np.arange(offset, offset + n, dtype=np.int64))
-    out = keyed.append_column(TAG_COLUMN, tags).append_column(SEQ_COLUMN, seq)
-    yield from out.cast(spec.output_schema).to_batches()
-
-
-def tag_rows(
-    records: pa.Table, index: BloomIndex, slices: Mapping[str, list[FileSlice]], confirm: bool
-) -> pa.Array:
-    """The file id holding each record's key (null for new keys), in row order; ``confirm``:
-    see BloomIndex.tag."""
-    groups = group_rows(records.column(PARTITION_PATH))
-    keys = records.column(RECORD_KEY)
-    tags = index.tag([(keys.take(rows).combine_chunks(), slices.get(p, [])) for p, rows in groups], confirm)
-    if not groups:
-        return pa.nulls(0, pa.string())
-    order = pa.concat_arrays([rows for _, rows in groups]).to_numpy(zero_copy_only=False)
-    inverse = np.empty(len(order), dtype=np.int64)
-    inverse[order] = np.arange(len(order), dtype=np.int64)
-    return pa.concat_arrays([t.cast(pa.string()) for t in tags]).take(pa.array(inverse))
-
-
 def _write_task(
     task: BucketTaskSpec,
     after_write: Callable[[CowWriteSpec | LogAppendSpec, WriteStat], None] | None,
@@ -659,20 +1045,36 @@ def _write_task(
     routes = data.column(ROUTE_COLUMN)
     if not pc.all(pc.equal(routes, task.route_values[bucket])).as_py():
         raise InvalidArgumentError(f"rows of another bucket reached the write task of bucket {bucket}")
-    records = data.drop_columns([ROUTE_COLUMN, TAG_COLUMN])
-    if task.combine:
-        # Deduplication keeps the later of two equal records: restore the input order.
-        records = take_rows(records, pc.sort_indices(records.column(SEQ_COLUMN)))
-    records = finish_records(
-        records.drop_columns([SEQ_COLUMN]), task.operation, task.ordering_field, task.combine
+    seq = data.column(SEQ_COLUMN) if SEQ_COLUMN in data.column_names else None
+    incoming = data.drop_columns([c for c in (ROUTE_COLUMN, SEQ_COLUMN) if c in data.column_names])
+    records = key_records(
+        normalize_types(strip_meta_columns(incoming)),
+        task.operation,
+        _keygen(task.table_properties),
+        task.ordering_field,
+        task.table_schema,
+        task.fill_missing,
     )
-    if records.num_rows == 0:
-        return
-    if task.operation == Operation.BULK_INSERT:
+    records = _finish(records, seq, task)
+    stats: list[WriteStat] = []
+    if records.num_rows:
+        spec = name_attempt(task.specs[bucket])
+        stats.append(run_write_task(spec, records))
+        if after_write is not None:
+            after_write(spec, stats[-1])
+    result = {"received": data.num_rows, "stats": [s.to_dict() for s in stats]}
+    yield pa.RecordBatch.from_pydict({"result": [json.dumps(result)]})
+
+
+def _finish(records: pa.Table, seq: pa.ChunkedArray | None, task: BucketTaskSpec) -> pa.Table:
+    """Deduplicated (the later of two equal records wins, so the input order is restored first
+    when keys repeat) and, for a bulk insert, in key or input order."""
+    op = task.operation
+    repeats = task.combine and pc.count_distinct(records.column(RECORD_KEY)).as_py() < records.num_rows
+    if seq is not None and (repeats or (op == Operation.BULK_INSERT and not task.sort_by_key)):
+        records = take_rows(records, pc.sort_indices(seq))
+    records = finish_records(records, op, task.ordering_field, repeats)
+    if op == Operation.BULK_INSERT and task.sort_by_key and records.num_rows:
         keys = records.column(RECORD_KEY)
         records = take_rows(records, _native.sort_key_indices(keys.combine_chunks()))
-    spec = name_attempt(task.specs[bucket])
-    stat = run_write_task(spec, records)
-    if after_write is not None:
-        after_write(spec, stat)
-    yield pa.RecordBatch.from_pydict({"stat": [json.dumps(stat.to_dict())]})
+    return records

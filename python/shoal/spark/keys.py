@@ -1,0 +1,114 @@
+"""Record keys in Spark tasks: a stable 64-bit hash of string keys, and exact lookups in a fixed
+set of keys that a task builds once and probes batch after batch.
+
+Spark tasks of one write must agree on where a key goes: the hash depends on the key's bytes
+alone (not on Python's per-process string hash), so every attempt of a task, and every record of
+one key, gets the same value. ``KeyMap`` answers "which of these keys are in the set, with what
+value" without rebuilding a hash table per batch (``pyarrow.compute.is_in`` hashes its value set
+on every call): it keeps the set's hashes sorted and confirms every hash match by comparing the
+keys themselves, so the answer is exact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+_HASH_WIDTH = 64  # bytes of a key hashed from each end
+_MIX_1, _MIX_2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def key_hash(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A 64-bit hash (uint64) of every key of a string array without nulls, a function of the
+    key's bytes alone (whatever else the batch holds). A key of at most 64 bytes is hashed as
+    its length and its 8-byte words (the last one padded with zero bytes); a longer key as its
+    length and the words of its first and last 64 bytes."""
+    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    n = len(keys)
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    lengths = pc.binary_length(keys).to_numpy(zero_copy_only=False).astype(np.int64)
+    h = _mix(lengths.astype(np.uint64) * _GOLDEN)
+    raw = keys.view(pa.binary())
+    long = lengths > _HASH_WIDTH
+    if not long.any():
+        return _hash_words(_words(raw, lengths), lengths, h)
+    out = np.empty(n, dtype=np.uint64)
+    short = np.flatnonzero(~long)
+    if len(short):
+        at = pa.array(short)
+        out[short] = _hash_words(_words(raw.take(at), lengths[short]), lengths[short], h[short])
+    at_long = np.flatnonzero(long)
+    values = raw.take(pa.array(at_long))
+    ends = np.full(len(at_long), _HASH_WIDTH, dtype=np.int64)
+    head = _hash_words(_words(pc.binary_slice(values, 0, _HASH_WIDTH), ends), ends, h[at_long])
+    out[at_long] = _hash_words(_words(pc.binary_slice(values, -_HASH_WIDTH), ends), ends, head)
+    return out
+
+
+def _words(values: pa.Array, lengths: np.ndarray) -> np.ndarray:
+    """Binary values (of the given byte lengths) padded with zero bytes to the longest one,
+    rounded up to whole 8-byte words, as an (n, words) uint64 matrix."""
+    width = int(lengths.max())
+    if int(lengths.min()) != width:
+        values = pc.ascii_rpad(values.view(pa.string()), width=width, padding="\x00").view(pa.binary())
+    n = len(values)
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int32, count=n + 1, offset=values.offset * 4)
+    data = np.frombuffer(values.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+    padded = np.zeros((n, -(-width // 8) * 8), dtype=np.uint8)
+    padded[:, :width] = data.reshape(n, width)
+    return padded.view(np.uint64)
+
+
+def _hash_words(words: np.ndarray, lengths: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """``h`` mixed with each key's own words: word ``c`` counts for keys longer than ``8 c``
+    bytes, so the padding a batch adds to shorter keys changes nothing."""
+    for column in range(words.shape[1]):
+        h = np.where(lengths > 8 * column, _mix(h ^ words[:, column]), h)
+    return h
+
+
+def _mix(h: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer (uint64 arithmetic wraps)."""
+    h = (h ^ (h >> np.uint64(30))) * _MIX_1
+    h = (h ^ (h >> np.uint64(27))) * _MIX_2
+    return h ^ (h >> np.uint64(31))
+
+
+class KeyMap:
+    """A fixed map from string keys to string values (null allowed), for exact lookups of many
+    batches of keys."""
+
+    def __init__(self, keys: pa.Array, values: pa.Array) -> None:
+        hashes = key_hash(keys)
+        order = np.argsort(hashes, kind="stable")
+        self.hashes = hashes[order]
+        taken = pa.array(order)
+        self.keys = keys.take(taken)
+        self.values = values.take(taken)
+        # Two keys of the set with one hash (as good as never): exact set lookups then.
+        self._distinct_hashes = bool(len(order) < 2 or (np.diff(self.hashes) != 0).all())
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def lookup(self, probe: pa.Array, hashes: np.ndarray | None = None) -> tuple[np.ndarray, pa.Array]:
+        """(indices into ``probe`` of the keys in the map, their values). ``hashes``: the
+        probe's ``key_hash``, when already computed."""
+        if len(self.keys) == 0 or len(probe) == 0:
+            return np.zeros(0, dtype=np.int64), self.values.slice(0, 0)
+        if not self._distinct_hashes:
+            at = pc.index_in(probe, value_set=self.keys)
+            found = pc.indices_nonzero(pc.is_valid(at))
+            return found.to_numpy(zero_copy_only=False), self.values.take(at.filter(pc.is_valid(at)))
+        hashes = key_hash(probe) if hashes is None else hashes
+        position = np.minimum(np.searchsorted(self.hashes, hashes), len(self.hashes) - 1)
+        candidates = np.flatnonzero(self.hashes[position] == hashes)
+        if len(candidates) == 0:
+            return candidates, self.values.slice(0, 0)
+        at = pa.array(position[candidates])
+        same = pc.equal(probe.take(pa.array(candidates)), self.keys.take(at))
+        keep = same.to_numpy(zero_copy_only=False)
+        return candidates[keep], self.values.take(at.filter(same))
