@@ -9,6 +9,9 @@ pub(crate) const VERSION: i32 = -1;
 pub(crate) const MURMUR_HASH: u8 = 1;
 /// `Hash.JENKINS_HASH`, implied by the legacy (unversioned) header.
 pub(crate) const JENKINS_HASH: u8 = 0;
+/// More hash functions than any Hudi sizing gives: `ceil(ln 2 * bits / entries)` is at most
+/// 1075 even for the smallest positive double as the false positive rate.
+pub(crate) const MAX_HASH_FUNCTIONS: i32 = 2048;
 
 /// The fields of a Hadoop `Filter` header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +62,13 @@ impl Header {
         if vector_size <= 0 {
             return Err(Error::Corrupt(format!(
                 "bloom filter vector size is {vector_size}"
+            )));
+        }
+        // Every probe hashes the key this many times (and sizes a buffer by it), so an absurd
+        // count from damaged bytes would stall or exhaust memory on the first lookup.
+        if nb_hash > MAX_HASH_FUNCTIONS {
+            return Err(Error::Corrupt(format!(
+                "bloom filter has {nb_hash} hash functions (at most {MAX_HASH_FUNCTIONS})"
             )));
         }
         Ok(Header {

@@ -404,3 +404,30 @@ fn add_array_matches_add_and_rejects_nulls() {
     .unwrap();
     assert_eq!(footer, "/////wAAAAcBAAAAFHggDQ==");
 }
+
+#[test]
+fn an_absurd_hash_count_is_corrupt() {
+    // Found by the bloom_footer fuzz target: 1.6 billion hash functions over 1897 bits, which
+    // the first lookup would try to evaluate (and buffer).
+    let footer = "/////2AAAB4BAAAAB2k=";
+    for code in [None, Some("SIMPLE"), Some("DYNAMIC_V0")] {
+        assert!(
+            matches!(
+                BloomFilter::from_footer(footer, code),
+                Err(Error::Corrupt(_))
+            ),
+            "{code:?}"
+        );
+    }
+    // Just past the bound, with a whole bit vector: still refused.
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(&(-1i32).to_be_bytes());
+    bytes.extend_from_slice(&2049i32.to_be_bytes());
+    bytes.push(1);
+    bytes.extend_from_slice(&64i32.to_be_bytes());
+    bytes.extend_from_slice(&[0u8; 8]);
+    assert!(matches!(
+        BloomFilter::deserialize(&bytes, BloomFilterType::Simple),
+        Err(Error::Corrupt(_))
+    ));
+}
