@@ -4,8 +4,6 @@ give what the local executor gives; routing values land bucket b in Spark partit
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow as pa
 import pytest
 
@@ -16,13 +14,12 @@ from pyspark.sql import functions as F
 
 import shoal
 from shoal.errors import InvalidArgumentError
-from shoal.fs.naming import parse_base_file_name, parse_log_file_name
 from shoal.spark.executor import SparkExecutor
 from shoal.spark.services import compact, spark_table
 from shoal.spark.write import route_keys, spark_hash_int
 from shoal.tasks.mor_append import LogAppendSpec
-from shoal.timeline.timeline import Timeline
 from tests.hudi_oracle import hudi_rs_read, rows_by
+from tests.table_files import committed_paths, data_files
 
 
 def test_route_values_land_each_bucket_in_its_own_partition(spark):
@@ -82,27 +79,6 @@ class FlakyExecutor(SparkExecutor):
         return super().map(flaky, items)
 
 
-def _data_files(path: str) -> set[str]:
-    return {
-        str(p.relative_to(path))
-        for p in Path(path).rglob("*")
-        if p.is_file()
-        and ".hoodie" not in p.parts
-        and (parse_base_file_name(p.name) or parse_log_file_name(p.name))
-    }
-
-
-def _committed(path: str) -> set[str]:
-    table = shoal.Table(path)
-    timeline = Timeline.load(table.storage, table.config)
-    return {
-        s.path
-        for i in timeline.completed_data_instants()
-        for s in timeline.commit_metadata(i).write_stats()
-        if s.path
-    }
-
-
 def _rows(n: int, start: int, ts: int) -> pa.Table:
     ids = list(range(start, start + n))
     return pa.table(
@@ -139,7 +115,7 @@ def test_planned_tasks_run_on_spark_like_on_threads(spark, tmp_path):
     )
 
     on_spark.upsert(_rows(10, 35, 3))  # write tasks as Spark tasks, one retried
-    assert _data_files(path) == _committed(path)
+    assert data_files(path) == committed_paths(path)
     expected = {r["id"]: r for r in _rows(30, 0, 1).to_pylist()}
     expected.update({r["id"]: r for r in _rows(12, 20, 2).to_pylist()})
     expected.update({r["id"]: r for r in _rows(10, 35, 3).to_pylist()})
@@ -149,7 +125,7 @@ def test_planned_tasks_run_on_spark_like_on_threads(spark, tmp_path):
     table = spark_table(spark, path)
     table.executor = FlakyExecutor(spark)
     assert len(table.compact()) == 1  # one task per compaction operation, one retried
-    assert _data_files(path) == _committed(path)
+    assert data_files(path) == committed_paths(path)
     assert rows_by(local.read(), columns, ["id"]) == want
     assert rows_by(hudi_rs_read(path, read_optimized=True), columns, ["id"]) == want
     assert compact(spark, path) == []  # nothing left to compact
@@ -160,10 +136,10 @@ def test_clean_and_archive_from_spark(spark, tmp_path):
     table = shoal.Table.create(path, name="t", record_key="id", partition_by="part", ordering_field="ts")
     for ts in range(1, 5):  # every upsert rewrites the same file groups
         table.upsert(_rows(12, 0, ts))
-    versions = len(_data_files(path))
+    versions = len(data_files(path))
     cleaned = shoal.spark.clean(spark, path, options={"hoodie.cleaner.commits.retained": "1"})
     assert len(cleaned) == 1
-    remaining = _data_files(path)
+    remaining = data_files(path)
     assert len(remaining) < versions
     latest = {s.base_file.path for s in shoal.Table(path).file_slices() if s.base_file}
     assert latest <= remaining

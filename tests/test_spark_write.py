@@ -14,11 +14,12 @@ pytest.importorskip("pyspark")
 
 import shoal
 from shoal.errors import InvalidOptionError, InvalidRecordKeyError, SchemaMismatchError
-from shoal.fs.naming import parse_base_file_name, parse_log_file_name
+from shoal.fs.naming import parse_log_file_name
 from shoal.spark.write import _write
 from shoal.spark.write import write as spark_write
 from shoal.timeline.timeline import Timeline
 from tests.hudi_oracle import hudi_rs_read, rows_by
+from tests.table_files import committed_paths, data_files
 from tests.test_table_model import USER_COLUMNS, Model
 
 CITIES = ["sf", "nyc", "chennai"]
@@ -149,27 +150,9 @@ def test_same_sequence_local_and_spark_give_the_same_table(spark, tmp_path, tabl
         assert any(parse_log_file_name(p.name) for p in Path(spark_path).rglob(".*.log.*"))
 
 
-def _committed_paths(path: str) -> set[str]:
-    table = shoal.Table(path)
-    timeline = Timeline.load(table.storage, table.config)
-    return {
-        s.path
-        for inst in timeline.completed_data_instants()
-        for s in timeline.commit_metadata(inst).write_stats()
-        if s.path
-    }
-
-
 def _assert_no_stray_files(path: str) -> None:
     """Every base and log file on disk is one a completed commit reports, and no markers remain."""
-    on_disk = {
-        str(p.relative_to(path))
-        for p in Path(path).rglob("*")
-        if p.is_file()
-        and ".hoodie" not in p.parts
-        and (parse_base_file_name(p.name) or parse_log_file_name(p.name))
-    }
-    assert on_disk == _committed_paths(path)
+    assert data_files(path) == committed_paths(path)
     assert not list((Path(path) / ".hoodie" / ".temp").rglob("*.marker.*"))
 
 

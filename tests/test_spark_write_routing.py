@@ -24,6 +24,7 @@ from shoal.index.footer import read_key_footer
 from shoal.spark import keys as keys_module
 from shoal.spark.keys import KeyMap, key_hash
 from tests.hudi_oracle import hudi_rs_read, rows_by
+from tests.table_files import committed_paths
 
 
 def _random_keys(rng: random.Random, n: int, max_length: int = 150) -> list[str]:
@@ -212,20 +213,7 @@ def test_an_input_that_changes_between_evaluations_is_not_committed(spark, tmp_p
     rows = rows_by(hudi_rs_read(path), ["id", "v"], ["id"])
     assert rows == [{"id": "a", "v": 1}, {"id": "b", "v": 2}, {"id": "c", "v": 3}, {"id": "d", "v": 4}]
     on_disk = {p.name for p in Path(path).rglob("*.parquet") if ".hoodie" not in p.parts}
-    assert on_disk == {Path(s).name for s in _committed_paths(path)}
-
-
-def _committed_paths(path: str) -> set[str]:
-    from shoal.timeline.timeline import Timeline
-
-    table = shoal.Table(path)
-    timeline = Timeline.load(table.storage, table.config)
-    return {
-        s.path
-        for inst in timeline.completed_data_instants()
-        for s in timeline.commit_metadata(inst).write_stats()
-        if s.path
-    }
+    assert on_disk == {Path(s).name for s in committed_paths(path)}
 
 
 def test_bulk_insert_keeps_the_input_order_when_the_sort_mode_says_so(spark, tmp_path):
