@@ -88,12 +88,9 @@ class BloomIndex:
             return list(zip(tags, shared, strict=True))
         with _lookup_pool(self.workers) as pool:
             found, counts = self._footer_candidates(partitions, work, pool)
-        for (i, keys, sl), idx, _ in found:
-            alone = counts[i][idx] == 1
-            if alone.any():
-                mask = _mask_from_indices(pa.array(idx[alone]), len(keys))
-                tags[i] = pc.if_else(mask, pa.scalar(sl.file_id), tags[i])
-            shared[i][idx[~alone]] = True
+        _tag_single_admissions(found, counts, tags)
+        for (i, _, _), idx, _ in found:
+            shared[i][idx[counts[i][idx] > 1]] = True
         return list(zip(tags, shared, strict=True))
 
     def _footer_candidates(
@@ -130,12 +127,9 @@ class BloomIndex:
     ) -> list[pa.Array]:
         with _lookup_pool(self.workers) as pool:
             found, counts = self._footer_candidates(partitions, work, pool)
+            _tag_single_admissions(found, counts, file_ids)
             shared = []
             for (i, keys, sl), idx, _ in found:
-                only_here = idx[counts[i][idx] == 1]
-                if len(only_here):
-                    mask = _mask_from_indices(pa.array(only_here), len(keys))
-                    file_ids[i] = pc.if_else(mask, pa.scalar(sl.file_id), file_ids[i])
                 elsewhere_too = idx[counts[i][idx] > 1]
                 if len(elsewhere_too):
                     shared.append((i, keys, sl, pa.array(elsewhere_too)))
@@ -196,6 +190,20 @@ class BloomIndex:
             idx = sel if idx is None else idx.take(sel)
             probe = probe.take(sel)
         return idx, probe
+
+
+def _tag_single_admissions(
+    found: list[tuple[tuple[int, pa.Array, FileSlice], np.ndarray, int]],
+    counts: list[np.ndarray],
+    file_ids: list[pa.Array],
+) -> None:
+    """Tags, in ``file_ids``, every key that exactly one file's footer admits with that file
+    (``found`` and ``counts`` as ``_footer_candidates`` gives them)."""
+    for (i, keys, sl), idx, _ in found:
+        only_here = idx[counts[i][idx] == 1]
+        if len(only_here):
+            mask = _mask_from_indices(pa.array(only_here), len(keys))
+            file_ids[i] = pc.if_else(mask, pa.scalar(sl.file_id), file_ids[i])
 
 
 def _work(
