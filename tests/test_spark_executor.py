@@ -116,9 +116,14 @@ def test_planned_tasks_run_on_spark_like_on_threads(spark, tmp_path):
 
     on_spark.upsert(_rows(10, 35, 3))  # write tasks as Spark tasks, one retried
     assert data_files(path) == committed_paths(path)
+    # New keys only: a bulk insert does not look keys up. Its rows are gathered on the driver
+    # and shipped to the tasks.
+    on_spark.bulk_insert(_rows(6, 50, 4))
+    assert data_files(path) == committed_paths(path)
     expected = {r["id"]: r for r in _rows(30, 0, 1).to_pylist()}
     expected.update({r["id"]: r for r in _rows(12, 20, 2).to_pylist()})
     expected.update({r["id"]: r for r in _rows(10, 35, 3).to_pylist()})
+    expected.update({r["id"]: r for r in _rows(6, 50, 4).to_pylist()})
     want = [expected[k] for k in sorted(expected)]
     assert rows_by(hudi_rs_read(path), columns, ["id"]) == want
 

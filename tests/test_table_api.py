@@ -257,6 +257,49 @@ def test_bulk_insert_sort_mode(tmp_path, mode, key_order):
     assert set(hudi_rs_read(t.path)["fare"].to_pylist()) == {-1.0}
 
 
+@pytest.mark.parametrize("mode", ["GLOBAL_SORT", "NONE"])
+def test_bulk_insert_cuts_partitions_into_several_files(tmp_path, mode):
+    """Partitions larger than a file: every file holds a run of the partition's order (key
+    order, equal keys in input order; or input order), and the runs cover it exactly once."""
+    t = shoal.Table.create(
+        str(tmp_path / "b"),
+        name="b",
+        record_key="id",
+        partition_by="city",
+        ordering_field="ts",
+        options={
+            "hoodie.parquet.max.file.size": "40000",
+            "hoodie.parquet.small.file.limit": "0",
+            "hoodie.combine.before.insert": "false",
+            "hoodie.bulkinsert.sort.mode": mode,
+        },
+    )
+    n = 12_000
+    # Shuffled keys, a tenth of them twice (duplicates are kept without combining).
+    ids = [(i * 7919) % (n - n // 10) for i in range(n)]
+    data = pa.table(
+        {
+            "id": [f"k{i:06d}" for i in ids],
+            "city": [("sf", "nyc", "la")[i % 3] for i in range(n)],
+            "ts": pa.array([1] * n, pa.int64()),
+            "seq": pa.array(range(n), pa.int64()),
+        }
+    )
+    t.bulk_insert(data)
+    for city in ("sf", "nyc", "la"):
+        given = [(k, s) for k, c, s in zip(ids, data["city"].to_pylist(), range(n), strict=True) if c == city]
+        expected = sorted(given) if mode == "GLOBAL_SORT" else given
+        runs = []
+        for f in (Path(t.path) / city).glob("*.parquet"):
+            stored = pq.read_table(f, columns=["_hoodie_record_key", "seq"])
+            keys = [int(k[1:]) for k in stored["_hoodie_record_key"].to_pylist()]
+            runs.append(list(zip(keys, stored["seq"].to_pylist(), strict=True)))
+        assert len(runs) > 2
+        runs.sort(key=lambda run: expected.index(run[0]))
+        assert [row for run in runs for row in run] == expected
+    assert sorted(hudi_rs_read(t.path)["seq"].to_pylist()) == list(range(n))
+
+
 def test_inserts_fill_small_files_before_new_file_groups(tmp_path):
     t = shoal.Table.create(
         str(tmp_path / "s"),

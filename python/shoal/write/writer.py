@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +72,7 @@ from shoal.timeline.lock import WRITE, table_lock
 from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import Assignment, BucketAssigner, assign_bucket_file_groups
 from shoal.write.base_file import BaseFileOptions, avro_schema_for
+from shoal.write.gather import RowGather, key_ordered_gathers, take_rows
 from shoal.write.input import to_arrow_table
 from shoal.write.prepare import (
     PARTITION_PATH,
@@ -349,9 +350,10 @@ class Writer:
 
     def _plan_bulk_insert(
         self, records: pa.Table, timeline: Timeline
-    ) -> tuple[Assignment, list[tuple[int, pa.Table]]]:
+    ) -> tuple[Assignment, list[tuple[int, pa.Table | RowGather]]]:
         """Grouped by partition, in key order unless ``hoodie.bulkinsert.sort.mode`` says to keep
-        the input order, cut into files of ``max file size`` each; no index lookup."""
+        the input order, cut into files of ``max file size`` each; no index lookup. On local
+        threads each write task gathers its own rows (``RowGather``)."""
         assigner = self.assigner(timeline, lambda: records)
         per_file = assigner.records_per_new_file()
         groups = group_rows(records.column(PARTITION_PATH))
@@ -359,17 +361,23 @@ class Writer:
         # nor the operations (a bulk insert writes records only). Chunked columns are
         # concatenated once here rather than by every partition's take.
         data = records.drop_columns([PARTITION_PATH, OP_COLUMN]).combine_chunks()
-        arrange = (
-            sorted_by_key if self.wc.get(BULKINSERT_SORT_MODE) in KEY_SORTED_BULK_INSERT_MODES else take_rows
-        )
-        parts = self.driver.map(arrange, [(data, rows) for _, rows in groups])
+        by_key = self.wc.get(BULKINSERT_SORT_MODE) in KEY_SORTED_BULK_INSERT_MODES
         assignment = Assignment()
-        chunks: list[tuple[int, pa.Table]] = []
-        for (partition, _), part in zip(groups, parts, strict=True):
-            for lo in range(0, part.num_rows, per_file):
-                n = min(per_file, part.num_rows - lo)
-                assigner.assign(assignment, partition, n, {}, [], allow_logs=True, use_small_files=False)
-                chunks.append((len(assignment.buckets) - 1, part.slice(lo, n)))
+        chunks: list[tuple[int, pa.Table | RowGather]] = []
+        for partition, rows in groups:
+            if by_key:
+                gathers = key_ordered_gathers(data, rows, per_file)
+            else:
+                gathers = [RowGather(data, rows.slice(lo, per_file)) for lo in range(0, len(rows), per_file)]
+            for gather in gathers:
+                assigner.assign(
+                    assignment, partition, gather.num_rows, {}, [], allow_logs=True, use_small_files=False
+                )
+                chunks.append((len(assignment.buckets) - 1, gather))
+        if self.executor is not self.driver:
+            # Tasks that run elsewhere get their rows, not the whole input.
+            tables = self.driver.map(RowGather.table, [(g,) for _, g in chunks])
+            chunks = [(b, t) for (b, _), t in zip(chunks, tables, strict=True)]
         return assignment, chunks
 
     # ---- execution and commit --------------------------------------------------------------
@@ -382,7 +390,7 @@ class Writer:
         records: pa.Table,
         operation: Operation,
         assignment: Assignment,
-        chunks: list[tuple[int, pa.Table]],
+        chunks: Sequence[tuple[int, pa.Table | RowGather]],
         timeline: Timeline,
     ) -> WriteResult:
         write = self.start(
@@ -628,9 +636,12 @@ def make_index(
 
 
 def run_write_task(
-    spec: CowWriteSpec | LogAppendSpec, records: pa.Table, storage: Storage | None = None
+    spec: CowWriteSpec | LogAppendSpec, records: pa.Table | RowGather, storage: Storage | None = None
 ) -> WriteStat:
-    """Runs the write task ``spec`` names (one executor job for base files and log appends)."""
+    """Runs the write task ``spec`` names (one executor job for base files and log appends);
+    ``records`` may be rows the task gathers itself (local threads only)."""
+    if isinstance(records, RowGather):
+        records = records.table()
     if isinstance(spec, LogAppendSpec):
         rewrite = spec.rewrite_if_key_deleted
         if rewrite is None or not names_a_logged_delete(rewrite, records, storage):
@@ -658,47 +669,11 @@ def group_rows(values: pa.Array | pa.ChunkedArray) -> list[tuple[Any, pa.Array]]
     ]
 
 
-def sorted_by_key(data: pa.Table, rows: pa.Array) -> pa.Table:
-    """The ``rows`` of ``data`` sorted by record key; equal keys (duplicates allowed on insert)
-    keep their input order, as one stable sort by (partition path, key) would."""
-    # Gathering the rows in row order first keeps the key-order gather within the (smaller, more
-    # cache-friendly) copy.
-    part = take_rows(data, rows)
-    keys = part.column(RECORD_KEY)
-    order = _native.sort_key_indices(keys.chunk(0) if keys.num_chunks == 1 else keys.combine_chunks())
-    return take_rows(part, order)
-
-
-def take_rows(table: pa.Table, indices: pa.Array) -> pa.Table:
-    """``table.take(indices)``, gathering columns that share their data once: a string record
-    key field and ``_hoodie_record_key`` are the same array. ``indices`` must be rows of
-    ``table``: they are not bounds-checked."""
-    taken: dict[tuple[Any, ...], pa.ChunkedArray] = {}
-    columns = []
-    for column in table.columns:
-        identity = _identity(column)
-        if identity not in taken:
-            # Callers pass indices from sorts and groupings of the table's own rows.
-            taken[identity] = pc.take(column, indices, boundscheck=False)
-        columns.append(taken[identity])
-    return pa.Table.from_arrays(columns, schema=table.schema)
-
-
-def _identity(column: pa.ChunkedArray) -> tuple[Any, ...]:
-    """Equal for two columns exactly when they are views of the same memory."""
-
-    def addresses(array: pa.Array) -> tuple[int, ...]:
-        own = tuple(b.address if b else 0 for b in array.buffers())
-        # A dictionary array's buffers are its indices only.
-        return own + addresses(array.dictionary) if isinstance(array, pa.DictionaryArray) else own
-
-    return (column.type, tuple((c.offset, len(c), addresses(c)) for c in column.chunks))
-
-
-def _has_ordered_entries(chunk: pa.Table) -> bool:
+def _has_ordered_entries(chunk: pa.Table | RowGather) -> bool:
     """Whether the chunk holds records or ``_hoodie_is_deleted`` deletes, which compete on
-    ordering (hard deletes always apply); a chunk without operations holds records only."""
-    if OP_COLUMN not in chunk.column_names:
+    ordering (hard deletes always apply); a chunk without operations (a bulk insert's gathers
+    among them) holds records only."""
+    if isinstance(chunk, RowGather) or OP_COLUMN not in chunk.column_names:
         return chunk.num_rows > 0
     return bool(pc.any(pc.not_equal(chunk.column(OP_COLUMN), OP_HARD_DELETE)).as_py())
 
