@@ -7,6 +7,8 @@
 //! bytes; only rows whose prefixes tie are compared as whole keys. Arrow's comparison sort instead
 //! follows offsets into the value buffer at every comparison, about 6x slower on UUID keys.
 
+use std::collections::HashSet;
+
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, UInt64Array};
 use arrow_schema::DataType;
@@ -61,6 +63,19 @@ macro_rules! with_values {
 /// come last, in row order. `keys` is a string or binary array (any offset width, or a view).
 pub fn sort_indices(keys: &dyn Array) -> Result<UInt64Array> {
     with_values!(keys, "key sort", |value| sort_by(keys, value))
+}
+
+/// Whether no two valid keys are equal (nulls ignored). Most batches repeat no key and need no
+/// deduplication; a hash set answers that in one pass, stopping at the first repeat, where
+/// Arrow's `unique` builds the whole set of distinct values (about 5x slower on UUID keys).
+pub fn all_distinct(keys: &dyn Array) -> Result<bool> {
+    with_values!(keys, "key distinctness", |value| {
+        let mut seen: HashSet<&[u8], ahash::RandomState> =
+            HashSet::with_capacity_and_hasher(keys.len(), ahash::RandomState::new());
+        (0..keys.len())
+            .filter(|&i| keys.is_valid(i))
+            .all(|i| seen.insert(value(i)))
+    })
 }
 
 /// The least and the greatest key by bytes (what a base file footer records as its min/max
@@ -221,5 +236,26 @@ mod tests {
             bounds(&StringArray::from(Vec::<&str>::new())).unwrap(),
             None
         );
+    }
+
+    #[test]
+    fn all_distinct_finds_a_repeat_anywhere_and_ignores_nulls() {
+        let distinct = StringArray::from(vec![Some("b"), None, Some("a"), None, Some("ab")]);
+        assert!(all_distinct(&distinct).unwrap());
+        let repeat_last = StringArray::from(vec!["x", "y", "z", "x"]);
+        assert!(!all_distinct(&repeat_last).unwrap());
+        let repeat_adjacent = BinaryArray::from(vec![b"k".as_ref(), b"k".as_ref()]);
+        assert!(!all_distinct(&repeat_adjacent).unwrap());
+        // A sliced array sees only its own rows.
+        assert!(all_distinct(&repeat_last.slice(1, 3)).unwrap());
+        let large = LargeStringArray::from(vec!["", "a", ""]);
+        assert!(!all_distinct(&large).unwrap());
+        let view = StringViewArray::from(vec![
+            "a long key past twelve bytes",
+            "a long key past twelve bytes!",
+        ]);
+        assert!(all_distinct(&view).unwrap());
+        assert!(all_distinct(&StringArray::from(Vec::<&str>::new())).unwrap());
+        assert!(all_distinct(&arrow_array::Int32Array::from(vec![1])).is_err());
     }
 }

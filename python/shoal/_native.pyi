@@ -62,6 +62,9 @@ def sort_key_indices(keys: pa.Array | Any) -> pa.UInt64Array:
 def key_bounds(keys: pa.Array | Any) -> tuple[str, str] | None:
     """The least and greatest key of a string array by bytes, nulls ignored; None if none is valid."""
 
+def keys_distinct(keys: pa.Array | Any) -> bool:
+    """Whether no two valid keys of a string or binary array are equal (nulls ignored)."""
+
 # --- meta column values (rust/meta.rs) ----------------------------------------------------------
 
 def commit_seqnos(prefix: str, start: int, n: int) -> pa.StringArray:

@@ -37,9 +37,17 @@ fn key_bounds(py: Python<'_>, keys: PyArray) -> PyResult<Option<(String, String)
         .transpose()
 }
 
+/// Whether no two valid keys of a string or binary array are equal (nulls ignored).
+#[pyfunction]
+fn keys_distinct(py: Python<'_>, keys: PyArray) -> PyResult<bool> {
+    py.detach(|| crate::keysort::all_distinct(keys.as_ref().as_ref()))
+        .map_err(to_py_err)
+}
+
 /// Adds record-key ordering to `_native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sort_key_indices, m)?)?;
     m.add_function(wrap_pyfunction!(key_bounds, m)?)?;
+    m.add_function(wrap_pyfunction!(keys_distinct, m)?)?;
     Ok(())
 }
