@@ -442,14 +442,25 @@ class BucketIndex:
             if not groups or len(keys) == 0:
                 tags.append(pa.nulls(len(keys), pa.string()))
                 continue
-            ids = self.bucket_ids(keys)
-            buckets = np.array(sorted(groups), dtype=np.int64)
-            position = np.minimum(np.searchsorted(buckets, ids), len(buckets) - 1)
-            position[buckets[position] != ids] = -1
-            self._check_layout(groups, np.unique(ids[position >= 0]))
-            file_ids = pa.array([groups[b].file_id for b in buckets.tolist()], pa.string())
-            tags.append(file_ids.take(pa.array(position, mask=position < 0)))
+            tags.append(self._tag_ids(self.bucket_ids(keys), groups))
         return tags
+
+    def tag_buckets(self, ids: np.ndarray, slices: Sequence[FileSlice]) -> pa.Array:
+        """:meth:`tag` for bucket numbers rather than keys: per bucket number of ``ids`` (int64),
+        the id of its file group among one partition's latest ``slices``, or null; refuses the
+        same layouts. The Spark write's tasks hash the keys and send the driver bucket numbers."""
+        groups = self.file_groups(slices)
+        if not groups or len(ids) == 0:
+            return pa.nulls(len(ids), pa.string())
+        return self._tag_ids(np.asarray(ids, dtype=np.int64), groups)
+
+    def _tag_ids(self, ids: np.ndarray, groups: dict[int, FileSlice]) -> pa.Array:
+        buckets = np.array(sorted(groups), dtype=np.int64)
+        position = np.minimum(np.searchsorted(buckets, ids), len(buckets) - 1)
+        position[buckets[position] != ids] = -1
+        self._check_layout(groups, np.unique(ids[position >= 0]))
+        file_ids = pa.array([groups[b].file_id for b in buckets.tolist()], pa.string())
+        return file_ids.take(pa.array(position, mask=position < 0))
 
     def _check_layout(self, groups: dict[int, FileSlice], touched: np.ndarray) -> None:
         """The min and max keys of each touched file group's base file must hash to its bucket:

@@ -28,6 +28,15 @@ Python is the expensive direction: /work/shared/spec/SPARK_NOTES.md):
 5. *commit* on the driver (``Writer.commit``): files of failed or speculative attempts, which
    carry markers but are in no returned stat, are deleted first.
 
+With the bucket index (``hoodie.index.type=BUCKET``, ``shoal.index.bucket``) no file is read
+and no tag is carried: the count tasks hash each key to its bucket number (Hudi's
+``BucketIdentifier``, vectorised) and return counts per (partition, bucket, operation); the
+driver tags those buckets with their file groups as the local writer tags keys (checking the
+layout: a table of another index or other bucket options fails here, before the timeline
+changes) and assigns them with the local writer's ``Writer.assign``: each bucket's file group
+takes its records, a bucket without one gets a new file group named after it. The route pass
+hashes the keys again and sends each row to the task of its (partition, bucket).
+
 The input is thus evaluated twice, by the count pass (its key columns only) and by the write.
 An input that could give other rows when evaluated again (a plan with ``limit``, ``sample``,
 ``rand()``, windows, ``dropDuplicates``, or a source other than files, local data, ranges and
@@ -75,6 +84,7 @@ from shoal.errors import InvalidArgumentError, InvalidOptionError
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bloom import BloomIndex
+from shoal.index.bucket import BucketIndex, bucket_ids, bucket_of_file
 from shoal.index.footer import KeyFooter, read_key_footer
 from shoal.keygen import KeyGenerator, key_generator_from_properties
 from shoal.spark.executor import SparkExecutor, name_attempt, spark_job
@@ -85,7 +95,7 @@ from shoal.tasks.mor_append import LogAppendSpec
 from shoal.timeline.commit_metadata import WriteStat
 from shoal.timeline.lock import WRITE, table_lock
 from shoal.timeline.timeline import Timeline
-from shoal.write.assigner import Assignment
+from shoal.write.assigner import Assignment, BucketAssigner
 from shoal.write.prepare import PARTITION_PATH, RECORD_KEY, add_keys, deleted_mask, validate_keys
 from shoal.write.schema import IS_DELETED_COLUMN, normalize_types, reconcile, strip_meta_columns
 from shoal.write.writer import (
@@ -128,7 +138,9 @@ MIN_BATCH_ROWS, MAX_BATCH_ROWS = 10_000, 100_000
 # Input records sampled for the record size estimate when no commit tells it.
 SAMPLE_ROWS = 20_000
 
-COUNT_SCHEMA = "partition string, file_id string, op tinyint, n long, key string"
+# Count rows: records per (partition, file id or null, operation), or with the bucket index per
+# (partition, bucket number, operation); rows with a key are the bloom index's corrected tags.
+COUNT_SCHEMA = "partition string, file_id string, op tinyint, n long, key string, bucket int"
 _COUNT_ARROW_SCHEMA = pa.schema(
     [
         ("partition", pa.string()),
@@ -136,6 +148,7 @@ _COUNT_ARROW_SCHEMA = pa.schema(
         ("op", pa.int8()),
         ("n", pa.int64()),
         ("key", pa.string()),
+        ("bucket", pa.int32()),
     ]
 )
 RESULT_SCHEMA = "result string"
@@ -285,6 +298,17 @@ class KeySpec:
     # into a log, where no bloom index finds it again. Copy-on-write rewrites of a file group
     # take such keys into its base file, so a key only one footer admits is tagged unread.
     confirm_all: bool
+    # With hoodie.index.type=BUCKET: how the tasks compute a key's bucket (then ``tag`` is false).
+    buckets: BucketLayout | None = None
+
+
+@dataclass(frozen=True)
+class BucketLayout:
+    """The bucket index's hashing, as plain data: a record's bucket is
+    ``bucket_ids(key, hash_fields, num_buckets)``."""
+
+    hash_fields: tuple[str, ...]
+    num_buckets: int
 
 
 @dataclass(frozen=True)
@@ -307,6 +331,14 @@ class RoutePlan:
     corrections: dict[str, tuple[pa.Array, pa.Array]]
     updates: dict[str, dict[str, int]]
     inserts: dict[str, tuple[tuple[int, ...], tuple[int, ...]]]
+
+
+@dataclass(frozen=True)
+class BucketRoutePlan:
+    """Broadcast to the route pass of a bucket index write: per partition, the bucket numbers
+    (ascending) that have a write task and the route values of their tasks."""
+
+    routes: dict[str, tuple[np.ndarray, np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -367,7 +399,9 @@ class SparkWrite:
         t = time.perf_counter()
         storage, writer, op, config = self.table.storage, self.writer, self.operation, self.table.config
         timeline = Timeline.load(storage, config)
-        spec, data_schema, table_schema = self._key_spec(df, timeline)
+        # Bad bucket index options fail before any job (as in the local writer).
+        bucket_index = writer.bucket_index()
+        spec, data_schema, table_schema = self._key_spec(df, timeline, bucket_index)
         tag_context = self._tag_context(timeline) if spec.tag else None
         source = evaluated_once(df)
         t = self._phase("plan_tagging", t)
@@ -378,16 +412,37 @@ class SparkWrite:
             spark_job(self.spark.sparkContext, f"shoal {op.value.lower()}: count"),
         ):
             counted = keys.mapInArrow(functools.partial(_count_task, spec, tags), COUNT_SCHEMA).toArrow()
-        profile, corrections = _Profile.summed(counted), _corrections(counted)
+        bucketed = None
+        if bucket_index is not None:
+            # Tags the counted buckets: a table laid out otherwise fails here.
+            bucketed = _BucketCounts.tagged(counted, bucket_index, FileSystemView(storage, timeline))
+            profile, corrections = bucketed.profile, {}
+        else:
+            profile, corrections = _Profile.summed(counted), _corrections(counted)
         t = self._phase("tag_count", t)
 
         # Nothing on the timeline changed so far: bad input failed above.
         timeline = writer.rollback_failed_writes(timeline)
         view = FileSystemView(storage, timeline)
-        assigner = writer.assigner(timeline, lambda: _sample(source, spec, table_schema, writer))
+        if bucketed is None:
+            assigner = writer.assigner(timeline, lambda: _sample(source, spec, table_schema, writer))
+        else:
+            # A bucket's records all go to its one file group: no sizing, so no size estimate.
+            assigner = BucketAssigner(1, 0, 1)
         assignment = Assignment()
         for partition in profile.partitions():
-            if op == Operation.BULK_INSERT:
+            if bucketed is not None:
+                inserts = bucketed.inserts.get(partition, [])
+                writer.assign(
+                    assigner,
+                    assignment,
+                    partition,
+                    sum(count for _, count in inserts),
+                    profile.updates(partition),
+                    view.latest_file_slices(partition),
+                    inserts,
+                )
+            elif op == Operation.BULK_INSERT:
                 assigner.assign(
                     assignment,
                     partition,
@@ -423,10 +478,17 @@ class SparkWrite:
         stats: list[WriteStat] = []
         received = 0
         if n:
-            plan = self._broadcast(route_plan(tag_context, corrections, assignment, route_values))
+            if bucketed is None:
+                plan = self._broadcast(route_plan(tag_context, corrections, assignment, route_values))
+            else:
+                plan = self._broadcast(bucket_route_plan(assignment, route_values))
             combine = writer.combine(op)
-            sort_by_key = op == Operation.BULK_INSERT and (
-                self.table.write_config.get(wc.BULKINSERT_SORT_MODE) in wc.KEY_SORTED_BULK_INSERT_MODES
+            # The local writer plans a bulk insert with the bucket index as an upsert: records
+            # stay in input order.
+            sort_by_key = (
+                op == Operation.BULK_INSERT
+                and bucketed is None
+                and (self.table.write_config.get(wc.BULKINSERT_SORT_MODE) in wc.KEY_SORTED_BULK_INSERT_MODES)
             )
             # Input order matters to deduplication (the later of two equal records wins) and to
             # a bulk insert that keeps it.
@@ -460,7 +522,7 @@ class SparkWrite:
                 received += result["received"]
                 stats += [WriteStat.from_dict(s) for s in result["stats"]]
         t = self._phase("write", t)
-        expected = profile.routed(assignment)
+        expected = profile.routed(assignment) if bucketed is None else bucketed.routed(assignment)
         if received != expected:
             raise InvalidArgumentError(
                 f"the input changed between its two evaluations: {expected} records counted, "
@@ -471,7 +533,9 @@ class SparkWrite:
         self._phase("commit", t)
         return result
 
-    def _key_spec(self, df: DataFrame, timeline: Timeline) -> tuple[KeySpec, pa.Schema, pa.Schema | None]:
+    def _key_spec(
+        self, df: DataFrame, timeline: Timeline, bucket_index: BucketIndex | None
+    ) -> tuple[KeySpec, pa.Schema, pa.Schema | None]:
         """Runs the preparation on an empty batch of the input's schema: a missing key, partition
         or ordering field, or a schema the table cannot take, fails here, before any job.
         Returns the passes' spec, the records' schema (for the commit) and the table schema."""
@@ -500,9 +564,16 @@ class SparkWrite:
             write_options=dict(self.table.write_config.raw),
             columns=columns,
             key_schema=key_schema,
-            tag=make_index(self.table.storage, self.table.write_config, op) is not None,
+            # The bucket index tags by hashing keys alone (make_index refuses it).
+            tag=bucket_index is None
+            and make_index(self.table.storage, self.table.write_config, op) is not None,
             write_token=uuid.uuid4().hex,
             confirm_all=writer.merge_on_read,
+            buckets=(
+                None
+                if bucket_index is None
+                else BucketLayout(tuple(bucket_index.hash_fields), bucket_index.num_buckets)
+            ),
         )
         return spec, data_schema, table_schema
 
@@ -701,6 +772,49 @@ class _Profile:
         return sum(n for p, fid, _op, n in self.counts if fid is not None or p in with_inserts)
 
 
+@dataclass(frozen=True)
+class _BucketCounts:
+    """A bucket index write's counts, tagged on the driver as the local writer tags its records:
+    a key whose bucket has a file group goes to it (counted as an update, as the local writer
+    counts it, whatever the write task then finds); the records of a bucket without one make
+    its new file group; deletes there have nothing to do."""
+
+    profile: _Profile
+    # Per partition: (bucket number, records) of the buckets without a file group, ascending.
+    inserts: dict[str, list[tuple[int, int]]]
+    # Rows counted per (partition, bucket number).
+    per_bucket: dict[tuple[str, int], int]
+
+    @classmethod
+    def tagged(cls, counted: pa.Table, index: BucketIndex, view: FileSystemView) -> _BucketCounts:
+        total = counted.group_by(["partition", "bucket", "op"], use_threads=False).aggregate([("n", "sum")])
+        by_partition: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+        for p, b, o, n in zip(
+            *(total.column(c).to_pylist() for c in ("partition", "bucket", "op", "n_sum")), strict=True
+        ):
+            by_partition[p].append((int(b), int(o), int(n)))
+        counts: list[tuple[str, str | None, int, int]] = []
+        inserts: dict[str, list[tuple[int, int]]] = {}
+        per_bucket: dict[tuple[str, int], int] = defaultdict(int)
+        for partition in sorted(by_partition):
+            entries = by_partition[partition]
+            ids = np.array([b for b, _, _ in entries], dtype=np.int64)
+            file_ids = index.tag_buckets(ids, view.latest_file_slices(partition)).to_pylist()
+            new: dict[int, int] = defaultdict(int)
+            for (bucket, op, n), file_id in zip(entries, file_ids, strict=True):
+                counts.append((partition, file_id, op, n))
+                per_bucket[(partition, bucket)] += n
+                if file_id is None and op == OP_UPSERT:
+                    new[bucket] += n
+            inserts[partition] = sorted(new.items())
+        return cls(_Profile(sorted(counts, key=repr)), inserts, dict(per_bucket))
+
+    def routed(self, assignment: Assignment) -> int:
+        """Records the route pass sends to a write task: those of buckets that have one."""
+        written = {(b.partition_path, bucket_of_file(b.file_id)) for b in assignment.buckets}
+        return sum(n for (p, bucket), n in self.per_bucket.items() if (p, bucket) in written)
+
+
 def _corrections(counted: pa.Table) -> dict[str, tuple[pa.Array, pa.Array]]:
     """The count tasks' corrected tags by partition: (keys, file ids), null for a new key."""
     rows = counted.filter(pc.is_valid(counted.column("key")))
@@ -734,6 +848,25 @@ def route_plan(
             cumulative = np.cumsum([count for _, count in plan]).tolist()
             inserts[partition] = (tuple(int(c) for c in cumulative), tuple(route_values[b] for b, _ in plan))
     return RoutePlan(tags, corrections, dict(updates), inserts)
+
+
+def bucket_route_plan(assignment: Assignment, route_values: list[int]) -> BucketRoutePlan:
+    """Where the route pass of a bucket index write sends rows: to the task of their
+    (partition, bucket number), existing file group or new; rows of other buckets (deletes of
+    keys no file group holds) are dropped."""
+    by_partition: dict[str, dict[int, int]] = defaultdict(dict)
+    for b, bucket in enumerate(assignment.buckets):
+        number = bucket_of_file(bucket.file_id)
+        assert number is not None, bucket.file_id  # the bucket index names every file group
+        by_partition[bucket.partition_path][number] = route_values[b]
+    routes = {}
+    for partition, values in by_partition.items():
+        numbers = sorted(values)
+        routes[partition] = (
+            np.asarray(numbers, dtype=np.int64),
+            np.asarray([values[k] for k in numbers], dtype=np.int32),
+        )
+    return BucketRoutePlan(routes)
 
 
 def route_keys(n: int) -> list[int]:
@@ -784,6 +917,9 @@ def _count_task(spec: KeySpec, broadcast: Any, batches: Iterator[pa.RecordBatch]
     """Keys, validates and tags the key columns of one input partition; yields its record counts
     per (partition, file id or null, operation), and the keys whose tags differ from their
     footer tags (``BloomIndex.footer_tags``), with the right ones."""
+    if spec.buckets is not None:
+        yield from _count_buckets(spec, spec.buckets, batches)
+        return
     context: TagContext | None = broadcast.value
     index = _task_index(spec, context) if context is not None else None
     counts: dict[tuple[str, str | None, int], int] = defaultdict(int)
@@ -810,6 +946,44 @@ def _count_task(spec: KeySpec, broadcast: Any, batches: Iterator[pa.RecordBatch]
         rows = [{"partition": p, "file_id": f, "op": o, "n": n} for (p, f, o), n in counts.items()]
         yield pa.RecordBatch.from_pylist(rows, schema=_COUNT_ARROW_SCHEMA)
     yield from corrected
+
+
+def _count_buckets(
+    spec: KeySpec, layout: BucketLayout, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The bucket index's count task: record counts per (partition, bucket number, operation)."""
+    parts: list[pa.Table] = []
+    for chunk in _chunks(batches, TAG_CHUNK_ROWS):
+        keys, partitions, ops = _keyed(spec, chunk)
+        numbers = bucket_ids(keys, layout.hash_fields, layout.num_buckets).astype(np.int32)
+        parts.append(
+            pa.table({"partition": partitions, "bucket": numbers, "op": ops})
+            .group_by(["partition", "bucket", "op"], use_threads=False)
+            .aggregate([([], "count_all")])
+            .rename_columns(["partition", "bucket", "op", "n"])
+        )
+    if not parts:
+        return
+    total = pa.concat_tables(parts)
+    if len(parts) > 1:
+        total = (
+            total.group_by(["partition", "bucket", "op"], use_threads=False)
+            .aggregate([("n", "sum")])
+            .rename_columns(["partition", "bucket", "op", "n"])
+        )
+    nulls = pa.nulls(total.num_rows, pa.string())
+    columns = {"file_id": nulls, "key": nulls}
+    yield from (
+        pa.Table.from_pydict(
+            {
+                f.name: columns[f.name] if f.name in columns else total.column(f.name)
+                for f in _COUNT_ARROW_SCHEMA
+            },
+            schema=_COUNT_ARROW_SCHEMA,
+        )
+        .combine_chunks()
+        .to_batches()
+    )
 
 
 def _confirmed_tags(
@@ -859,6 +1033,7 @@ def _confirmed_tags(
                             pa.array(np.zeros(len(wrong), dtype=np.int8)),
                             pa.array(np.zeros(len(wrong), dtype=np.int64)),
                             k.take(taken.take(wrong)),
+                            pa.nulls(len(wrong), pa.int32()),
                         ],
                         schema=_COUNT_ARROW_SCHEMA,
                     )
@@ -910,8 +1085,15 @@ def _route_batch(spec: KeySpec, broadcast: Any, columns: pa.Array) -> pa.Array:
     """The route value of every row of a batch of the key columns (an Arrow UDF): null for rows
     to drop (deletes of keys nobody holds, in partitions without inserts). Tags are the footer
     tags with the count pass's corrections: no file is read."""
-    plan: RoutePlan = broadcast.value
     keys, partitions, ops = _keyed(spec, pa.Table.from_batches([pa.RecordBatch.from_struct_array(columns)]))
+    if spec.buckets is not None:
+        return route_buckets(
+            bucket_ids(keys, spec.buckets.hash_fields, spec.buckets.num_buckets),
+            partitions,
+            ops,
+            broadcast.value,
+        )
+    plan: RoutePlan = broadcast.value
     groups = group_rows(partitions)
     hashes = key_hash(keys)
     if plan.tags is None:
@@ -987,6 +1169,37 @@ def route_rows(
     return pa.array(route, mask=~routed)
 
 
+def route_buckets(
+    numbers: np.ndarray, partitions: pa.Array, ops: pa.Array, plan: BucketRoutePlan
+) -> pa.Array:
+    """Route values (int32, null: dropped) of keyed rows by their bucket ``numbers``: the task of
+    their (partition, bucket). Every record's bucket has one (a file group, or its new one)."""
+    n = len(numbers)
+    route = np.zeros(n, dtype=np.int32)
+    routed = np.zeros(n, dtype=bool)
+    for partition, rows in group_rows(partitions):
+        at = rows.to_numpy(zero_copy_only=False)
+        known = plan.routes.get(partition)
+        if known is not None:
+            buckets, values = known
+            ids = numbers[at]
+            position = np.minimum(np.searchsorted(buckets, ids), len(buckets) - 1)
+            hit = buckets[position] == ids
+            route[at[hit]] = values[position[hit]]
+            routed[at[hit]] = True
+            at = at[~hit]
+        lost = (
+            at[pc.equal(ops.take(pa.array(at)), OP_UPSERT).to_numpy(zero_copy_only=False)] if len(at) else at
+        )
+        if len(lost):
+            raise InvalidArgumentError(
+                f"the input changed between its two evaluations: a record of bucket {int(numbers[lost[0]])} "
+                f"in partition {partition!r} was not counted. Checkpoint or cache an input that is not "
+                "deterministic"
+            )
+    return pa.array(route, mask=~routed)
+
+
 def _keyed(spec: KeySpec, data: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
     """Record keys (validated), partition paths and operations of the key columns ``data``, as
     the write task will compute them from the whole records."""
@@ -1057,13 +1270,23 @@ def _write_task(
     )
     records = _finish(records, seq, task)
     stats: list[WriteStat] = []
-    if records.num_rows:
+    if records.num_rows and not _creates_nothing(task.specs[bucket], records):
         spec = name_attempt(task.specs[bucket])
         stats.append(run_write_task(spec, records))
         if after_write is not None:
             after_write(spec, stats[-1])
     result = {"received": data.num_rows, "stats": [s.to_dict() for s in stats]}
     yield pa.RecordBatch.from_pydict({"result": [json.dumps(result)]})
+
+
+def _creates_nothing(spec: CowWriteSpec | LogAppendSpec, records: pa.Table) -> bool:
+    """Whether ``spec`` creates a file group that ``records`` would leave empty: deletes of new
+    keys only (the insert of a key and its later delete in one batch, deduplicated here). The
+    local writer, which deduplicates before it plans, creates no file group for them."""
+    if not isinstance(spec, CowWriteSpec) or spec.old_base_path is not None or spec.old_slice is not None:
+        return False
+    ops = records.column(OP_COLUMN) if OP_COLUMN in records.column_names else None
+    return ops is not None and not pc.any(pc.equal(ops, OP_UPSERT)).as_py()
 
 
 def _finish(records: pa.Table, seq: pa.ChunkedArray | None, task: BucketTaskSpec) -> pa.Table:
