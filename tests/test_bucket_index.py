@@ -481,25 +481,13 @@ def test_streaming_writer_refuses_bad_bucket_options_before_any_write(tmp_path):
 
 
 def test_other_write_paths_refuse_the_bucket_index(tmp_path):
-    # make_index builds the index of the Spark write path (driver and tasks) and the datasource.
+    # make_index builds the index of the data source writer (df.write.format("shoal")); the
+    # local, streaming and shoal.spark.write paths plan the bucket index without it.
     _, table = _small_bucket_table(tmp_path, 4)
     wc = table.write_config.merged({"hoodie.index.type": "BUCKET"})
     for op in Operation:
         with pytest.raises(UnsupportedError, match="BUCKET"):
             make_index(table.storage, wc, op)
-
-
-def test_spark_write_refuses_the_bucket_index_early(spark, tmp_path):
-    from shoal.spark.write import write as spark_write
-
-    path, _ = _small_bucket_table(tmp_path, 4)
-    before = _timeline_files(path)
-    df = spark.createDataFrame(_batch(range(5)).to_pandas())
-    with pytest.raises(UnsupportedError, match="BUCKET"):
-        spark_write(
-            df, path, "upsert", {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "4"}
-        )
-    assert _timeline_files(path) == before
 
 
 def test_bad_bucket_options_fail_before_a_failed_write_is_rolled_back(tmp_path):

@@ -175,7 +175,8 @@ INDEX_TYPE = _opt(
     "hoodie.index.type",
     "BLOOM",
     _choice("BLOOM", "SIMPLE", "BUCKET"),
-    "Index used to tag records: BLOOM, SIMPLE, or BUCKET (the simple bucket engine; local writes).",
+    "Index used to tag records: BLOOM, SIMPLE, or BUCKET (the simple bucket engine; local writes "
+    "and shoal.spark.write).",
 )
 
 

@@ -238,7 +238,7 @@ class Writer:
         return make_index(self.storage, self.wc, operation, footers)
 
     def bucket_index(self) -> BucketIndex | None:
-        """The bucket index when ``hoodie.index.type=BUCKET`` (local writes only), else None."""
+        """The bucket index when ``hoodie.index.type=BUCKET``, else None."""
         if self.wc.get(INDEX_TYPE) != "BUCKET":
             return None
         return BucketIndex.for_table(
@@ -616,13 +616,14 @@ def make_index(
     """The index that tags ``operation``'s records (``hoodie.index.type``); None when the
     operation needs no lookup (inserts that allow duplicates). ``footers``, ``cache_keys``:
     see BloomIndex. The bucket index (``Writer.bucket_index``) is planned by the local and
-    streaming writers only: the Spark write paths route inserts by size, so they refuse it
-    here, before any instant."""
+    streaming writers and by ``shoal.spark.write``, which never ask for this index with it; the
+    Spark data source writer (``df.write.format("shoal")``), whose tasks each write the rows they
+    are given, refuses it here, before any instant."""
     if wc.get(INDEX_TYPE) == "BUCKET":
         raise UnsupportedError(
-            "hoodie.index.type=BUCKET is supported by shoal.Table's local writes (upsert, insert, "
-            "bulk_insert, delete) and its streaming writer only: this write path cannot route "
-            "records to their buckets' file groups yet"
+            "hoodie.index.type=BUCKET is supported by shoal.Table's writes, its streaming writer "
+            "and shoal.spark.write: this write path (df.write.format('shoal')) cannot route "
+            "records to their buckets' file groups; use shoal.spark.write(df, path, ...)"
         )
     if operation == Operation.BULK_INSERT:
         return None
