@@ -7,7 +7,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from shoal.errors import InvalidArgumentError
 
@@ -15,11 +14,11 @@ Filter = tuple[str, str, Any]
 _OPS = {"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in"}
 
 
-def to_expression(filters: Sequence[Filter] | None) -> ds.Expression | None:
+def to_expression(filters: Sequence[Filter] | None) -> pc.Expression | None:
     """ANDs the tuples into one Arrow expression; None when there are no filters."""
     if not filters:
         return None
-    expr: ds.Expression | None = None
+    expr: pc.Expression | None = None
     for f in filters:
         if len(f) != 3 or f[1] not in _OPS:
             raise InvalidArgumentError(
