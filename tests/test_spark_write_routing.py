@@ -228,3 +228,14 @@ def test_bulk_insert_keeps_the_input_order_when_the_sort_mode_says_so(spark, tmp
         )
         (base,) = [p for p in Path(path).rglob("*.parquet") if ".hoodie" not in p.parts]
         assert pq.read_table(base, columns=["id"]).column("id").to_pylist() == expected
+
+
+def test_count_pass_runs_at_most_one_task_per_core(spark):
+    from shoal.spark.write import _one_count_task_per_core
+
+    cores = spark.sparkContext.defaultParallelism
+    many = spark.range(100).repartition(cores * 3)
+    assert _one_count_task_per_core(many, spark).rdd.getNumPartitions() == cores
+    few = spark.range(100).repartition(1)
+    assert _one_count_task_per_core(few, spark).rdd.getNumPartitions() == 1
+    assert sorted(r.id for r in _one_count_task_per_core(many, spark).collect()) == list(range(100))

@@ -407,6 +407,8 @@ class SparkWrite:
         t = self._phase("plan_tagging", t)
         tags = self._broadcast(tag_context)
         keys = source.select(*[F.col(_quoted(c)) for c in spec.columns])
+        if tag_context is not None:
+            keys = _one_count_task_per_core(keys, self.spark)
         with (
             arrow_batches(self.spark, keys.schema),
             spark_job(self.spark.sparkContext, f"shoal {op.value.lower()}: count"),
@@ -911,6 +913,15 @@ def spark_hash_int(values: np.ndarray) -> np.ndarray:
 _KEYGENS: dict[tuple[tuple[str, str], ...], KeyGenerator] = {}
 _FOOTERS: dict[str, dict[str, KeyFooter]] = {}
 _CORRECTIONS: dict[str, dict[str, KeyMap]] = {}
+
+
+def _one_count_task_per_core(keys: DataFrame, spark: SparkSession) -> DataFrame:
+    """``keys`` in at most as many partitions as the cluster runs tasks at once (no shuffle).
+    A count task that tags against the table's files reads (once per worker) and hashes every
+    candidate file's key column for each chunk of keys it tags: the fewer, larger tasks, the
+    fewer times each file is hashed, while every core still gets a task."""
+    cores = spark.sparkContext.defaultParallelism
+    return keys.coalesce(cores) if keys.rdd.getNumPartitions() > cores else keys
 
 
 def _count_task(spec: KeySpec, broadcast: Any, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
