@@ -135,22 +135,28 @@ class ChangeStream(Iterator[Change]):
                 self._sleep(wait)
 
     def _ready(self, timeline: Timeline) -> list[Instant]:
-        """Completed data instants after the checkpoint that can be handed out now, in order."""
-        by_completion = timeline.config.table_version >= 8
-        done = sorted(
-            timeline.completed_data_instants(),
-            key=lambda i: (range_key(i, by_completion), i.requested_time),
-        )
-        if self._checkpoint is not None:
-            done = [i for i in done if range_key(i, by_completion) > self._checkpoint]
-        if not by_completion:
-            # A pending write behind the checkpoint can no longer be waited for.
-            pending = [
-                i.requested_time
-                for i in timeline.pending_data_instants()
-                if self._checkpoint is None or instant_key(i.requested_time) > self._checkpoint
-            ]
-            if pending:
-                oldest = min(pending)
-                done = [i for i in done if i.requested_time < oldest]
-        return done
+        return ready_instants(timeline, self._checkpoint)
+
+
+def ready_instants(timeline: Timeline, checkpoint: str | None) -> list[Instant]:
+    """Completed data instants after ``checkpoint`` (a position on the incremental axis, None
+    for the beginning) that a stream can hand out now, in order: on table version 6, none at or
+    after the oldest pending write (see the module docstring)."""
+    by_completion = timeline.config.table_version >= 8
+    done = sorted(
+        timeline.completed_data_instants(),
+        key=lambda i: (range_key(i, by_completion), i.requested_time),
+    )
+    if checkpoint is not None:
+        done = [i for i in done if range_key(i, by_completion) > checkpoint]
+    if not by_completion:
+        # A pending write behind the checkpoint can no longer be waited for.
+        pending = [
+            i.requested_time
+            for i in timeline.pending_data_instants()
+            if checkpoint is None or instant_key(i.requested_time) > checkpoint
+        ]
+        if pending:
+            oldest = min(pending)
+            done = [i for i in done if i.requested_time < oldest]
+    return done

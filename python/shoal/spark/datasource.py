@@ -1,7 +1,9 @@
 """The ``shoal`` Spark data source (``pyspark.sql.datasource``).
 
-After :func:`register`, ``spark.read.format("shoal").load(path)`` reads a table and
-``df.write.format("shoal").mode("append").save(path)`` inserts into one, with Hudi's option names.
+After :func:`register`, ``spark.read.format("shoal").load(path)`` reads a table,
+``spark.readStream.format("shoal").load(path)`` streams its changes (:mod:`shoal.spark.stream`)
+and ``df.write.format("shoal").mode("append").save(path)`` inserts into one, with Hudi's option
+names.
 
 Reads are planned by the same planner as ``Table.read`` / ``Table.read_incremental``: one Spark
 task per file slice, each running the local executor's task function (:mod:`shoal.spark.read`).
@@ -38,6 +40,7 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamReader,
     InputPartition,
     WriterCommitMessage,
 )
@@ -51,19 +54,15 @@ from shoal.fs.storage import Storage
 from shoal.read.filters import Filter
 from shoal.services.rollback import rollback_instant
 from shoal.spark.read import (
-    ReadJob,
-    ReadTask,
     arrow_target,
     check_arguments,
-    conform,
-    iter_task,
     normalize_query_type,
     output_schema,
     plan_read,
     spark_schema,
-    storage_for,
     without_tasks,
 )
+from shoal.spark.stream import ShoalStreamReader, SlicePartition, read_partition, split_stream_options
 from shoal.spark.write import OPERATION_OPTION, open_or_create, parse_options
 from shoal.table import Table
 from shoal.timeline.commit_metadata import WriteStat
@@ -161,6 +160,11 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
     return opts
 
 
+def _given(options: Mapping[str, str]) -> set[str]:
+    """The names (as ReadOptions fields) of the read options given."""
+    return {_READ_ALIASES[k.lower()] for k in options if k.lower() in _READ_ALIASES}
+
+
 def _path(options: Mapping[str, str]) -> str:
     if "paths" in options:
         raise InvalidOptionError("the shoal data source reads one table: pass one path to load()")
@@ -206,7 +210,8 @@ class ShoalDataSource(DataSource):
         return "shoal"
 
     def schema(self) -> StructType:
-        opts = read_options(self.options)
+        # Spark asks batch and streaming reads alike; a stream's own options are not read options.
+        opts = read_options(split_stream_options(self.options)[1])
         table = Table(opts.path)
         arrow = output_schema(table, table.schema(), opts.query_type, opts.columns, opts.include_deletes)
         return spark_schema(arrow)
@@ -214,16 +219,29 @@ class ShoalDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         return ShoalReader(read_options(self.options), schema)
 
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        stream, rest = split_stream_options(self.options)
+        opts = read_options(rest)
+        if opts.query_type != "incremental" and "query_type" in _given(rest):
+            raise InvalidOptionError(
+                f"a stream reads incremental changes: query type {opts.query_type!r} does not apply"
+            )
+        if opts.as_of is not None or opts.start is not None or opts.end is not None:
+            raise InvalidOptionError(
+                "a stream starts at hoodie.datasource.streaming.startOffset (start_offset) and has "
+                "no end: as.of.instant and the begin/end instant times are for batch reads"
+            )
+        if not Table(opts.path).config.populate_meta_fields:
+            raise UnsupportedError(
+                "a stream reads incremental changes, which need _hoodie_commit_time, and this table "
+                "was written with hoodie.populate.meta.fields=false"
+            )
+        return ShoalStreamReader(
+            opts.path, opts.filters, opts.include_deletes, opts.fallback_full_scan, stream, schema
+        )
+
     def writer(self, schema: StructType, overwrite: bool) -> ShoalWriter:
         return ShoalWriter(begin_write(self.options, schema, overwrite))
-
-
-class SlicePartition(InputPartition):
-    """One planned task, with the read's shared part (plain data)."""
-
-    def __init__(self, job: ReadJob, task: ReadTask) -> None:
-        self.job = job
-        self.task = task
 
 
 class ShoalReader(DataSourceReader):
@@ -253,12 +271,7 @@ class ShoalReader(DataSourceReader):
         return [SlicePartition(shared, task) for task in job.tasks]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        # Spark reads one empty InputPartition(None) when the plan has no task.
-        if not isinstance(partition, SlicePartition):
-            return
-        storage = storage_for(partition.job.base_uri)
-        for piece in iter_task(partition.job, partition.task, storage):
-            yield from conform(piece, self.target)
+        return read_partition(partition, self.target)
 
 
 # ---- writing ------------------------------------------------------------------------------------
