@@ -203,6 +203,19 @@ class Table:
         last = self._timeline().last_completed_data_instant()
         return last.requested_time if last else None
 
+    def commit_metadata_value(self, key: str) -> str | None:
+        """The value of ``key`` in the extraMetadata of the latest completed commit that records
+        it; None when no commit on the active timeline does. Write options named with
+        ``hoodie.datasource.write.commitmeta.key.prefix`` (``_`` by default) land there: a pipeline
+        that writes ``options={"_checkpoint": position}`` with its output resumes from
+        ``commit_metadata_value("_checkpoint")`` after a restart, atomically with what it wrote."""
+        timeline = self._timeline()
+        for instant in reversed(timeline.completed_data_instants()):
+            value = timeline.commit_metadata(instant).extra_metadata.get(key)
+            if value is not None:
+                return str(value)
+        return None
+
     # ---- writes ----------------------------------------------------------------------------
 
     def _writer(self, options: Mapping[str, Any] | None) -> Writer:

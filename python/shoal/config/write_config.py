@@ -422,6 +422,13 @@ ARCHIVE_MERGE_FILES_BATCH = _opt(
     _positive_int,
     "Merge once at least this many consecutive newest archive files are small.",
 )
+COMMIT_METADATA_KEY_PREFIX = _opt(
+    "hoodie.datasource.write.commitmeta.key.prefix",
+    "_",
+    _text,
+    "Write options whose keys start with this prefix are not Hudi options: they are recorded in "
+    "the commit's extraMetadata (a pipeline's checkpoint, say), as Hudi's Spark writer does.",
+)
 INCR_FALLBACK_FULL_SCAN = _opt(
     "hoodie.datasource.read.incr.fallback.fulltablescan.enable",
     "false",
@@ -445,7 +452,17 @@ class WriteConfig:
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
         self.raw: dict[str, str] = {}
+        # Entries for the commit's extraMetadata: options named with the commit metadata prefix.
+        self.commit_metadata: dict[str, str] = {}
+        prefix = str((options or {}).get(COMMIT_METADATA_KEY_PREFIX, "_"))
+        if prefix and ("hoodie.".startswith(prefix) or prefix.startswith("hoodie.")):
+            raise InvalidOptionError(
+                f"{COMMIT_METADATA_KEY_PREFIX}={prefix!r} would take Hudi's own options for commit metadata"
+            )
         for key, value in (options or {}).items():
+            if prefix and key.startswith(prefix) and key != COMMIT_METADATA_KEY_PREFIX:
+                self.commit_metadata[key] = str(value)
+                continue
             self._check(key, value)
             self.raw[key] = str(value).lower() if isinstance(value, bool) else str(value)
         if self.get(METADATA_ENABLE):
@@ -495,4 +512,4 @@ class WriteConfig:
         return key in self.raw
 
     def merged(self, overrides: Mapping[str, Any] | None) -> WriteConfig:
-        return WriteConfig({**self.raw, **(overrides or {})})
+        return WriteConfig({**self.raw, **self.commit_metadata, **(overrides or {})})

@@ -201,6 +201,8 @@ def parse_options(
     hoodie: dict[str, str] = {}
     op_text = operation
     table_type = None
+    # Options named with the commit metadata prefix go to the commit's extraMetadata (WriteConfig).
+    prefix = str(options.get(wc.COMMIT_METADATA_KEY_PREFIX, "_"))
     for key, value in options.items():
         name = _ALIASES.get(key, key)
         text = ",".join(value) if isinstance(value, (list, tuple)) else str(value)
@@ -210,10 +212,13 @@ def parse_options(
             op_text = text
         elif name == TABLE_TYPE_OPTION:
             table_type = text
-        elif name.startswith("hoodie."):
+        elif name.startswith("hoodie.") or (prefix and name.startswith(prefix)):
             hoodie[name] = text
         else:
-            raise InvalidOptionError(f"unknown write option {key!r}: pass Hudi's hoodie.* write options")
+            raise InvalidOptionError(
+                f"unknown write option {key!r}: pass Hudi's hoodie.* write options (or commit "
+                f"metadata entries, named with the prefix {prefix!r})"
+            )
     try:
         op = Operation((op_text or "upsert").strip().upper())
     except ValueError:

@@ -488,6 +488,7 @@ class Writer:
         metadata = CommitMetadata(operation_type=write.operation.value)
         for stat in stats:
             metadata.add_stat(stat)
+        metadata.extra_metadata.update(self.wc.commit_metadata)
         if write.operation != Operation.DELETE:
             metadata.extra_metadata["schema"] = avro_schema_for(data_schema, self.config.table_name)
         else:
