@@ -13,6 +13,7 @@ import shoal
 from shoal.errors import InvalidArgumentError, InvalidOptionError
 from shoal.spark.datasource import register
 from shoal.spark.stream import split_stream_options
+from tests.test_incremental import META_FIXTURES, _changed_keys, _data_instants, hudi_rs_incremental
 
 COLUMNS = ["id", "city", "ts", "fare"]
 
@@ -160,3 +161,26 @@ def test_bad_stream_options_are_refused(ss, tmp_path):
     # A batch read refuses the stream-only options.
     with pytest.raises(Exception, match="unknown read option 'start_offset'"):
         ss.read.format("shoal").option("start_offset", "latest").load(path).collect()
+
+
+@pytest.mark.parametrize("name", META_FIXTURES)
+def test_fixture_streams_instant_by_instant_like_hudi_rs(ss, fixture_table, tmp_path, name):
+    """Tables Hudi wrote (v6 and v8): one instant per micro-batch, each batch's changed keys as
+    hudi-rs's incremental read of that instant's range gives them."""
+    path = str(fixture_table(name))
+    table = shoal.Table(path)
+    positions = [k for _, k, _ in _data_instants(table)]
+    q = Collector(ss, path, str(tmp_path / "ck"), max_instants_per_trigger="1")
+    q.drain()
+    q.stop()
+    meta = ["_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key"]
+    batches = [sorted(tuple(r[c] for c in meta) for r in b) for b in q.batches if b]
+    expected = [
+        keys
+        for keys in (
+            _changed_keys(hudi_rs_incremental(path, lo, hi))
+            for lo, hi in zip([None, *positions], positions, strict=False)
+        )
+        if keys
+    ]
+    assert batches == expected
