@@ -42,7 +42,9 @@ def _timeline(args: argparse.Namespace) -> int:
     if args.archived:
         archived = t.archived_timeline
         out = RichTable(title="archived timeline")
-        for col in ("instant", "action", "state", "state transition time"):
+        # Version 8 archives record the completion time where version 6 kept the file's mtime.
+        when_col = "completed at" if t.config.table_version >= 8 else "state transition time"
+        for col in ("instant", "action", "state", when_col):
             out.add_column(col)
         for inst in archived.instants:
             when = archived.state_transition_time(inst.requested_time) if inst.is_completed else None

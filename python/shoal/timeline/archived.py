@@ -19,6 +19,12 @@ has a default, so Avro resolution reads them either way.
 Readers decode each block with its own ``SCHEMA`` header, so archives written by Hudi (any
 0.x version) read the same way. An instant can be in the archive and still on the active
 timeline after an interrupted archival; entries are de-duplicated by (time, action, state).
+
+Table version 8 keeps its archived timeline as Hudi 1.x's LSM timeline instead, read by
+:mod:`shoal.timeline.lsm_timeline` (defined by Java's ``LSMTimeline``, ``LSMTimelineWriter``,
+``HoodieLSMTimelineManifest`` and ``HoodieLSMTimelineInstant``): one record per completed instant
+holding its completion time and the bytes of its completed file (``metadata``) and plan. The same
+:class:`ArchivedTimeline` answers for both versions.
 """
 
 from __future__ import annotations
@@ -33,11 +39,12 @@ from typing import Any
 
 from shoal import _native
 from shoal.config.table_config import TableConfig
-from shoal.errors import CorruptTableError, InstantNotFoundError, UnsupportedError
+from shoal.errors import CorruptDataError, CorruptTableError, InstantNotFoundError
 from shoal.fs.storage import Storage
 from shoal.schemas import load_schema
 from shoal.timeline.commit_metadata import CommitMetadata
 from shoal.timeline.instant import Action, Instant, State
+from shoal.timeline.lsm_timeline import LSMTimelineInstant, load_lsm_timeline
 from shoal.timeline.timeline import DATA_ACTIONS, _effective_instants
 
 log = logging.getLogger(__name__)
@@ -175,15 +182,55 @@ def _instant_of(entry: dict[str, Any]) -> Instant | None:
     return Instant(str(time), action, state)
 
 
+def _lsm_instant_of(row: LSMTimelineInstant) -> Instant | None:
+    action = _ACTIONS.get(row.action)
+    if action is None:
+        return None
+    # The LSM record keeps the completed action only; a plan beside a commit is a compaction's
+    # and beside a delta commit a log compaction's (as ArchivedTimelineV2 finds compactions). A
+    # replacecommit's plan may be a clustering's or an insert overwrite's: it stays a replacecommit.
+    if row.plan is not None and action == Action.COMMIT:
+        action = Action.COMPACTION
+    elif row.plan is not None and action == Action.DELTA_COMMIT:
+        action = Action.LOG_COMPACTION
+    return Instant(row.instant_time, action, State.COMPLETED, row.completion_time)
+
+
+def _decode_lsm_metadata(data: bytes, what: str) -> dict[str, Any] | None:
+    """The bytes of an archived completed instant file: an Avro container (v8) or JSON."""
+    if not data.strip():
+        return None
+    try:
+        if data[:4] == b"Obj\x01":
+            records = json.loads(_native.avro_container_decode(data))
+            value = records[0] if records else None
+        else:
+            value = json.loads(data)
+    except (CorruptDataError, ValueError) as e:
+        raise CorruptTableError(f"{what}: cannot decode the archived metadata: {e}") from e
+    if value is not None and not isinstance(value, dict):
+        raise CorruptTableError(f"{what}: the archived metadata is not a record")
+    return value
+
+
 class ArchivedTimeline:
-    """The instants archived off a table's active timeline, read from ``.hoodie/archived/``.
+    """The instants archived off a table's active timeline: ``.hoodie/archived/`` on table
+    version 6, the LSM timeline ``.hoodie/timeline/history/`` on version 8.
 
     ``instants`` holds one entry per archived instant at its furthest archived state (a
     compaction whose completed ``commit`` was archived is reported as a completed compaction,
-    as on the active timeline); ``entries`` the raw ``HoodieArchivedMetaEntry`` records.
+    as on the active timeline; on version 8 they carry their completion time); ``entries`` the
+    raw records: ``HoodieArchivedMetaEntry`` on version 6, ``HoodieLSMTimelineInstant`` (with
+    ``metadata`` and ``plan`` as bytes) on version 8.
     """
 
-    def __init__(self, entries: Iterable[dict[str, Any]]) -> None:
+    def __init__(
+        self, entries: Iterable[dict[str, Any]] = (), lsm_instants: Iterable[LSMTimelineInstant] | None = None
+    ) -> None:
+        self._lsm = lsm_instants is not None
+        if lsm_instants is not None:
+            self._init_lsm(list(lsm_instants))
+            return
         unique: dict[tuple[str, str, str], dict[str, Any]] = {}
         for entry in entries:
             unique.setdefault(entry_key(entry), entry)
@@ -197,14 +244,27 @@ class ArchivedTimeline:
         self.instants = _effective_instants(_instant_of(e) for e in self.entries)
         self._by_time = {i.requested_time: i for i in self.instants}
 
+    def _init_lsm(self, rows: list[LSMTimelineInstant]) -> None:
+        self.entries = [r.to_record() for r in rows]
+        # entry() takes the action as written, so the keys use the stored (completed) action.
+        self._by_state = {
+            (r.instant_time, _ACTIONS[r.action], State.COMPLETED): e
+            for r, e in zip(rows, self.entries, strict=True)
+            if r.action in _ACTIONS
+        }
+        by_instant = {
+            i: e for r, e in zip(rows, self.entries, strict=True) if (i := _lsm_instant_of(r)) is not None
+        }
+        self.instants = sorted(by_instant, key=Instant.sort_key)
+        self._by_time = {i.requested_time: i for i in self.instants}
+        self._completed = {i.requested_time: by_instant[i] for i in self.instants}
+
     @classmethod
     def load(cls, storage: Storage, config: TableConfig) -> ArchivedTimeline:
-        """Reads every archive file of the table (version 6 layout)."""
+        """Reads the table's archived timeline: every archive file (version 6) or the latest
+        snapshot of the LSM timeline (version 8; empty when its directory is empty or missing)."""
         if config.table_version >= 8:
-            raise UnsupportedError(
-                "reading the archived timeline of table version 8 (the LSM timeline under "
-                ".hoodie/timeline/history) is not supported"
-            )
+            return cls(lsm_instants=load_lsm_timeline(storage, config))
         entries: list[dict[str, Any]] = []
         for f in list_archive_files(storage, config):
             entries.extend(read_archive_file(storage, f.path))
@@ -234,19 +294,23 @@ class ArchivedTimeline:
         return self._by_state.get((instant_time, act, state))
 
     def state_transition_time(self, instant_time: str) -> str | None:
-        """When the instant completed, as the archiver recorded it (``stateTransitionTime``:
-        the modification time of the completed file), if it did."""
+        """When the instant completed, as the archiver recorded it, if it did: on version 6
+        ``stateTransitionTime`` (the modification time of the completed file), on version 8 the
+        completion time."""
         completed = self._completed.get(instant_time)
-        value = completed.get("stateTransitionTime") if completed else None
+        value = completed.get("completionTime" if self._lsm else "stateTransitionTime") if completed else None
         return str(value) if value else None
 
     def metadata(self, instant_time: str) -> dict[str, Any] | None:
         """The archived metadata of a completed instant (commit metadata, clean metadata,
         rollback metadata, ...) as a dict, or the plan of a pending one; None if none was
-        recorded."""
+        recorded. On version 8 it is the decoded content of the archived completed file."""
         inst = self._by_time.get(instant_time)
         if inst is None:
             raise InstantNotFoundError(f"no archived instant {instant_time}")
+        if self._lsm:
+            data = self._completed[instant_time].get("metadata")
+            return _decode_lsm_metadata(data, f"archived instant {instant_time}") if data else None
         if inst.is_completed:
             entry = self._completed.get(instant_time)
             field = _COMPLETED_METADATA_FIELD.get(str(entry.get("actionType"))) if entry else None
