@@ -315,6 +315,10 @@ def test_merge_on_read_new_keys_never_land_in_logs_on_bloom_false_positives(spar
     base_ids = shoal.Table(path).read(columns=["id"], query_type="read_optimized").column("id").to_pylist()
     assert set(range(1, 60, 2)) <= set(base_ids)
     assert any(".log." in s.path for stats in _commits(path) for s in stats if s.path)
+    # The upsert logged the 30 updates only; the 30 new keys went to base files.
+    upsert_stats = _commits(path)[1]
+    assert sum(s.numWrites for s in upsert_stats if ".log." in s.path) == 30
+    assert sum(s.numInserts for s in upsert_stats if ".log." not in s.path) == 30
     # A local (exact) upsert of the new keys finds them, in base files.
     shoal.Table(path).upsert(rows(range(1, 60, 2), 3))
     want = [{"id": i, "ts": 2 if i % 2 == 0 else 3} for i in range(60)]

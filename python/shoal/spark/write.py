@@ -8,10 +8,12 @@ Python is the expensive direction: /work/shared/spec/SPARK_NOTES.md):
 1. *count* (``mapInArrow`` over the key columns of the input): key generation, validation (a
    null or empty key fails here, before the timeline changes) and bloom tagging against the
    latest base files, whose footers (key ranges, bloom filters) the driver broadcasts. A key
-   only one footer admits keeps that file's id unread on copy-on-write tables (the rewrite of
-   that file group takes a bloom false positive as an insert); keys several files may hold,
-   and on merge-on-read every admitted key (a false positive must not land in a log, where no
-   bloom index finds it), are confirmed by reading the files' key columns. Each task returns
+   only one footer admits keeps that file's id unread: on copy-on-write tables the rewrite of
+   that file group takes a bloom false positive as an insert; on merge-on-read the log append
+   task of the file group reads its base file's keys once and writes the false positives to
+   a new file group's base file (``_split_strays``): a new key must not land in a log, where no
+   bloom index finds it. Keys several files may hold are confirmed by reading the files' key
+   columns. Each task returns
    its record counts per (partition, file group or new, operation), the workload profile, and
    the keys whose confirmed tag differs from the footer tag (``BloomIndex.footer_tags``).
 2. *assign* buckets on the driver with the local writer's ``BucketAssigner``: updates go to the
@@ -61,6 +63,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -79,20 +82,22 @@ from pyspark.sql.types import (
 
 from shoal import _native
 from shoal.config import write_config as wc
-from shoal.config.table_config import TableConfig, TableType
+from shoal.config.table_config import MergeOrdering, TableConfig, TableType
 from shoal.errors import InvalidArgumentError, InvalidOptionError
+from shoal.fs.naming import new_file_id
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bloom import BloomIndex
 from shoal.index.bucket import BucketIndex, bucket_ids, bucket_of_file
 from shoal.index.footer import KeyFooter, read_key_footer
 from shoal.keygen import KeyGenerator, key_generator_from_properties
+from shoal.services.compaction import base_file_options
 from shoal.spark.executor import SparkExecutor, name_attempt, spark_job
 from shoal.spark.keys import KeyMap, key_hash
 from shoal.table import Table
 from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_SOFT_DELETE, OP_UPSERT, CowWriteSpec
 from shoal.tasks.mor_append import LogAppendSpec
-from shoal.timeline.commit_metadata import WriteStat
+from shoal.timeline.commit_metadata import NULL_COMMIT, WriteStat
 from shoal.timeline.lock import WRITE, table_lock
 from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import Assignment, BucketAssigner
@@ -360,6 +365,9 @@ class BucketTaskSpec:
     fill_missing: bool
     combine: bool
     sort_by_key: bool
+    # Per bucket: for a merge-on-read log append, the new file group that takes the records
+    # whose keys its base file does not hold (bloom false positives); None otherwise.
+    stray_specs: tuple[CowWriteSpec | None, ...] = ()
 
 
 class SparkWrite:
@@ -510,6 +518,10 @@ class SparkWrite:
                 fill_missing=bool(self.table.write_config.get(wc.SCHEMA_ON_WRITE_ADD_COLUMNS)),
                 combine=combine,
                 sort_by_key=sort_by_key,
+                # Only the bloom index's footer tags can be false positives.
+                stray_specs=tuple(_stray_spec(writer, spec, b, n) for b, spec in enumerate(specs))
+                if bucketed is None and self.table.write_config.get(wc.INDEX_TYPE) == "BLOOM"
+                else (),
             )
             key_columns = F.struct(*[F.col(_quoted(c)) for c in spec.columns])
             routed = source.withColumn(ROUTE_COLUMN, _route_udf(spec, plan)(key_columns))
@@ -575,7 +587,8 @@ class SparkWrite:
             tag=bucket_index is None
             and make_index(self.table.storage, self.table.write_config, op) is not None,
             write_token=uuid.uuid4().hex,
-            confirm_all=writer.merge_on_read,
+            # Merge-on-read log appends confirm their keys in the write task (_split_strays).
+            confirm_all=False,
             buckets=(
                 None
                 if bucket_index is None
@@ -1286,13 +1299,61 @@ def _write_task(
     )
     records = _finish(records, seq, task)
     stats: list[WriteStat] = []
-    if records.num_rows and not _creates_nothing(task.specs[bucket], records):
-        spec = name_attempt(task.specs[bucket])
-        stats.append(run_write_task(spec, records))
-        if after_write is not None:
-            after_write(spec, stats[-1])
+    stray_spec = task.stray_specs[bucket] if task.stray_specs else None
+    writes: list[tuple[CowWriteSpec | LogAppendSpec, pa.Table]] = [(task.specs[bucket], records)]
+    if stray_spec is not None and records.num_rows:
+        log_spec = task.specs[bucket]
+        assert isinstance(log_spec, LogAppendSpec)
+        held, strays = _split_strays(log_spec, records)
+        writes = [(log_spec, held), (stray_spec, strays)]
+    for write_spec, rows in writes:
+        if rows.num_rows and not _creates_nothing(write_spec, rows):
+            spec = name_attempt(write_spec)
+            stats.append(run_write_task(spec, rows))
+            if after_write is not None:
+                after_write(spec, stats[-1])
     result = {"received": data.num_rows, "stats": [s.to_dict() for s in stats]}
     yield pa.RecordBatch.from_pydict({"result": [json.dumps(result)]})
+
+
+def _stray_spec(
+    writer: Writer, spec: CowWriteSpec | LogAppendSpec, bucket: int, buckets: int
+) -> CowWriteSpec | None:
+    """For a merge-on-read log append: the spec of a new file group in its partition for the
+    records whose keys its base file turns out not to hold; None for other tasks. Its file id is
+    fixed here, so every attempt of the task writes the same file group."""
+    if not isinstance(spec, LogAppendSpec):
+        return None
+    return CowWriteSpec(
+        base_uri=spec.base_uri,
+        instant=spec.instant,
+        partition_path=spec.partition_path,
+        file_id=new_file_id(),
+        # Task ids beyond the buckets': the write token names this file apart from the bucket's.
+        task_id=buckets + bucket,
+        old_base_path=None,
+        prev_commit=NULL_COMMIT,
+        ordering_field=writer.config.precombine_field,
+        event_time_ordering=writer.config.merge_ordering == MergeOrdering.EVENT_TIME,
+        options=base_file_options(writer.config, writer.wc),
+    )
+
+
+def _split_strays(spec: LogAppendSpec, records: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """``records`` routed to a merge-on-read file group by its footer alone, split into those
+    whose keys its base file holds (updates and deletes: the log append) and the new records
+    among the rest (bloom false positives): they go to a base file, where a later write's bloom
+    index finds them, never to a log. Deletes of keys the base file does not hold are dropped,
+    as the exact tagging of the local writer drops them."""
+    path = f"{spec.partition_path}/{spec.base_file_name}" if spec.partition_path else spec.base_file_name
+    storage = Storage(spec.base_uri)
+    if not spec.base_file_name or not storage.exists(path):
+        raise InvalidArgumentError(f"the base file {path} of a log append is missing")
+    with storage.open_input_file(path) as f:
+        base_keys = pq.read_table(f, columns=[RECORD_KEY]).column(RECORD_KEY)
+    held = pc.is_in(records.column(RECORD_KEY), value_set=base_keys)
+    strays = records.filter(pc.and_(pc.invert(held), pc.equal(records.column(OP_COLUMN), OP_UPSERT)))
+    return records.filter(held), strays
 
 
 def _creates_nothing(spec: CowWriteSpec | LogAppendSpec, records: pa.Table) -> bool:
