@@ -167,12 +167,7 @@ def snapshot_files(storage: Storage, directory: str, version: int) -> list[LSMFi
     if version < 0:
         return []
     path = f"{directory}/{manifest_file_name(version)}"
-    try:
-        content = storage.read_bytes(path)
-    except FileNotFoundError:
-        raise CorruptTableError(f"{path}: the latest LSM timeline manifest is missing") from None
-    except OSError as e:
-        raise CorruptTableError(f"{path}: cannot read the manifest: {e}") from e
+    content = _read_listed(storage, path, "the latest LSM timeline manifest is missing")
     return parse_manifest(content, path)
 
 
@@ -227,13 +222,18 @@ def decode_data_file(data: bytes, what: str) -> list[LSMTimelineInstant]:
 
 
 def read_data_file(storage: Storage, path: str) -> list[LSMTimelineInstant]:
+    data = _read_listed(storage, path, "listed by the LSM timeline manifest but missing")
+    return decode_data_file(data, path)
+
+
+def _read_listed(storage: Storage, path: str, missing: str) -> bytes:
+    """The bytes of a file the timeline names; CorruptTableError when it is gone or unreadable."""
     try:
-        data = storage.read_bytes(path)
+        return storage.read_bytes(path)
     except FileNotFoundError:
-        raise CorruptTableError(f"{path}: listed by the LSM timeline manifest but missing") from None
+        raise CorruptTableError(f"{path}: {missing}") from None
     except OSError as e:
         raise CorruptTableError(f"{path}: cannot read: {e}") from e
-    return decode_data_file(data, path)
 
 
 def load_lsm_timeline(storage: Storage, config: TableConfig) -> list[LSMTimelineInstant]:
