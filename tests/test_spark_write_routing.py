@@ -5,6 +5,7 @@ happens when an input changes between its two evaluations."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import string
 from pathlib import Path
@@ -239,3 +240,42 @@ def test_count_pass_runs_at_most_one_task_per_core(spark):
     few = spark.range(100).repartition(1)
     assert _one_count_task_per_core(few, spark).rdd.getNumPartitions() == 1
     assert sorted(r.id for r in _one_count_task_per_core(many, spark).collect()) == list(range(100))
+
+
+def test_log_append_tasks_split_off_keys_their_base_file_does_not_hold(tmp_path):
+    from shoal.spark.write import _split_strays
+    from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_UPSERT
+    from shoal.tasks.mor_append import LogAppendSpec
+
+    path = str(tmp_path / "t")
+    table = shoal.Table.create(path, name="t", table_type="MERGE_ON_READ", record_key="id")
+    table.bulk_insert(pa.table({"id": [f"k{i}" for i in range(10)], "v": list(range(10))}))
+    (sl,) = table.file_slices()
+    spec = LogAppendSpec(
+        base_uri=table.storage.base_uri,
+        instant="20990101000000000",
+        partition_path="",
+        file_id=sl.file_id,
+        task_id=0,
+        base_instant=sl.base_instant,
+        base_file_name=sl.base_file.name,
+        current_log_name=None,
+        current_log_version=0,
+        current_log_size=0,
+        max_log_size=1 << 20,
+        table_name="t",
+        ordering_field=None,
+    )
+    records = pa.table(
+        {
+            "_hoodie_record_key": ["k1", "k2", "k11", "k12", "k3"],
+            OP_COLUMN: pa.array([OP_UPSERT, OP_HARD_DELETE, OP_UPSERT, OP_HARD_DELETE, OP_UPSERT], pa.int8()),
+        }
+    )
+    held, strays = _split_strays(spec, records)
+    assert held.column("_hoodie_record_key").to_pylist() == ["k1", "k2", "k3"]
+    # New keys become inserts elsewhere; deletes of keys nobody holds are dropped.
+    assert strays.column("_hoodie_record_key").to_pylist() == ["k11"]
+    logs_only = dataclasses.replace(spec, base_file_name="")
+    held, strays = _split_strays(logs_only, records)
+    assert held.num_rows == records.num_rows and strays.num_rows == 0

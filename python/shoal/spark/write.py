@@ -1345,10 +1345,11 @@ def _split_strays(spec: LogAppendSpec, records: pa.Table) -> tuple[pa.Table, pa.
     among the rest (bloom false positives): they go to a base file, where a later write's bloom
     index finds them, never to a log. Deletes of keys the base file does not hold are dropped,
     as the exact tagging of the local writer drops them."""
+    if not spec.base_file_name:
+        # A slice of logs alone has no footer: no footer tag routed these records here.
+        return records, records.slice(0, 0)
     path = f"{spec.partition_path}/{spec.base_file_name}" if spec.partition_path else spec.base_file_name
     storage = Storage(spec.base_uri)
-    if not spec.base_file_name or not storage.exists(path):
-        raise InvalidArgumentError(f"the base file {path} of a log append is missing")
     with storage.open_input_file(path) as f:
         base_keys = pq.read_table(f, columns=[RECORD_KEY]).column(RECORD_KEY)
     held = pc.is_in(records.column(RECORD_KEY), value_set=base_keys)
