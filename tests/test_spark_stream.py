@@ -184,3 +184,23 @@ def test_fixture_streams_instant_by_instant_like_hudi_rs(ss, fixture_table, tmp_
         if keys
     ]
     assert batches == expected
+
+
+def test_latest_offset_without_a_start_goes_on_from_the_last_commit(tmp_path):
+    """Spark before 4.2 calls latestOffset() with no start offset."""
+    from shoal.spark.datasource import ShoalDataSource
+
+    path = str(tmp_path / "t")
+    table = shoal.Table.create(path, name="t", record_key="id", partition_by="city", ordering_field="ts")
+    instants = []
+    for i in range(3):
+        table.insert(_batch(range(i * 10, i * 10 + 10), 1, 1.0))
+        instants.append(table.latest_instant())
+    source = ShoalDataSource({"path": path, "max_instants_per_trigger": "1"})
+    reader = source.streamReader(source.schema())
+    for expected in instants:
+        end = reader.latestOffset()
+        assert end == {"checkpoint": expected}
+        assert reader.latestOffset() == end, "nothing moves before Spark commits the batch"
+        reader.commit(end)
+    assert reader.latestOffset() == {"checkpoint": instants[-1]}

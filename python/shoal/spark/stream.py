@@ -128,6 +128,7 @@ class ShoalStreamReader(DataSourceStreamReader):
         self.stream = stream
         self.columns = tuple(schema.names)
         self.target = arrow_target(schema, "UTC")
+        self._committed: dict | None = None
 
     def initialOffset(self) -> dict:
         start = self.stream.start_offset
@@ -140,7 +141,10 @@ class ShoalStreamReader(DataSourceStreamReader):
             return {_CHECKPOINT: range_key(ready[-1], by_completion) if ready else ""}
         return {_CHECKPOINT: normalize_bound(start, START_OFFSET) or ""}
 
-    def latestOffset(self, start: dict, limit: object = None) -> dict:
+    def latestOffset(self, start: dict | None = None, limit: object = None) -> dict:
+        # Spark before 4.2 passes no start: the batch goes on from the last one committed.
+        if start is None:
+            start = self._committed if self._committed is not None else self.initialOffset()
         timeline = Table(self.path)._timeline()
         ready = ready_instants(timeline, start.get(_CHECKPOINT) or None)
         if self.stream.max_instants is not None:
@@ -171,4 +175,6 @@ class ShoalStreamReader(DataSourceStreamReader):
         return read_partition(partition, self.target)
 
     def commit(self, end: dict) -> None:
-        """Nothing to release: the table keeps what a batch read until it is cleaned."""
+        """Remembers the end of the batch Spark committed; the table keeps what the batch read
+        until it is cleaned, so there is nothing to release."""
+        self._committed = end
