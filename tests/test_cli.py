@@ -60,3 +60,20 @@ def test_compact(tmp_path, capsys):
     assert main(["compact", t.path]) == 0
     assert "completed" in capsys.readouterr().out
     assert main(["compact", t.path, "--run", "20200101000000000"]) == 2
+
+
+def test_commit_shows_the_files_written_and_the_extra_metadata(tmp_path, capsys):
+    t = _table(tmp_path)
+    first = t.latest_instant()
+    t.upsert(pa.table({"id": [3], "city": ["c"], "ts": [1]}), options={"_checkpoint": "kafka:0:42"})
+    assert main(["commit", t.path]) == 0
+    out = capsys.readouterr().out
+    assert "UPSERT" in out and "_checkpoint = kafka:0:42" in out
+    assert "schema =" not in out
+    # The partition written and its one insert.
+    assert any(line.split("│")[1].strip() == "c" for line in out.splitlines() if line.count("│") > 6)
+    assert main(["commit", t.path, "--instant", first]) == 0
+    out = capsys.readouterr().out
+    assert first in out and "_checkpoint" not in out
+    assert main(["commit", t.path, "--instant", "20000101000000000"]) == 2
+    assert "InstantNotFoundError" in capsys.readouterr().out

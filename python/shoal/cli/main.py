@@ -1,5 +1,6 @@
-"""``shoal <command> <table path>``: table info, timeline (active or archived), file slices, rows,
-and the table services (compact, clean, archive, rollback, savepoint, restore); ``shoal demo``."""
+"""``shoal <command> <table path>``: table info, timeline (active or archived), a commit's files and
+extra metadata, file slices, rows, and the table services (compact, clean, archive, rollback,
+savepoint, restore); ``shoal demo``."""
 
 from __future__ import annotations
 
@@ -185,6 +186,39 @@ def _demo(args: argparse.Namespace) -> int:
     return demo_main(argv + (["--path", args.path] if args.path else []))
 
 
+def _commit(args: argparse.Namespace) -> int:
+    from shoal.errors import InstantNotFoundError
+    from shoal.timeline.timeline import Timeline
+
+    t = shoal.Table(args.path)
+    timeline = Timeline.load(t.storage, t.config)
+    if args.instant is None:
+        inst = timeline.last_completed_data_instant()
+        if inst is None:
+            raise InstantNotFoundError("the table has no completed commit")
+    else:
+        inst = timeline.get(args.instant)
+        if inst is None or not inst.is_completed:
+            raise InstantNotFoundError(f"no completed instant {args.instant} on the active timeline")
+    metadata = timeline.commit_metadata(inst)
+    out = RichTable(title=f"{inst.action.value} {inst.requested_time} ({metadata.operation_type or '-'})")
+    # A file's name starts with its file group id; long names wrap rather than lose characters.
+    out.add_column("partition", overflow="fold")
+    out.add_column("file", overflow="fold")
+    for col in ("writes", "updates", "inserts", "deletes", "bytes"):
+        out.add_column(col, justify="right")
+    for s in metadata.write_stats():
+        name = s.path.rsplit("/", 1)[-1] if s.path else s.fileId
+        counts = (s.numWrites, s.numUpdateWrites, s.numInserts, s.numDeletes, s.totalWriteBytes)
+        out.add_row(s.partitionPath or "", name, *(f"{c:,}" for c in counts))
+    console.print(out)
+    # The schema is the table's, shown by `info`; the rest is what writers recorded (checkpoints).
+    extra = {k: v for k, v in (metadata.extra_metadata or {}).items() if k != "schema"}
+    for key, value in sorted(extra.items()):
+        console.print(f"{key} = {value}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shoal", description="Inspect and operate Hudi tables.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -195,6 +229,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p.add_argument("--archived", action="store_true", help="the archived timeline instead")
     p.set_defaults(fn=_timeline)
+    p = sub.add_parser("commit", help="the files a commit wrote and its extra metadata (default: the latest)")
+    p.add_argument("path")
+    p.add_argument("--instant", default=None)
+    p.set_defaults(fn=_commit)
     p = sub.add_parser("files", help="latest file slice of every file group")
     p.add_argument("path")
     p.add_argument("--as-of", default=None)
