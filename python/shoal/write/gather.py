@@ -21,9 +21,9 @@ class RowGather:
     (bound by memory) while another encodes and compresses a file (bound by CPU), instead of
     every gather finishing before the first file starts.
 
-    ``rows``: ascending row ids of ``data``. ``order``: the positions into ``rows`` to write, in
-    writing order; None writes ``rows`` as they are, and ``sort_by_key`` has the task order them
-    by record key itself."""
+    ``rows``: row ids of ``data`` (ascending ones gather fastest). ``order``: the positions into
+    ``rows`` to write, in writing order; None writes ``rows`` as they are, and ``sort_by_key`` has
+    the task order them by record key itself."""
 
     data: pa.Table
     rows: pa.Array

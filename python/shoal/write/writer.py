@@ -290,7 +290,7 @@ class Writer:
 
     def _plan(
         self, records: pa.Table, operation: Operation, view: FileSystemView, timeline: Timeline
-    ) -> tuple[Assignment, list[tuple[int, pa.Table]]]:
+    ) -> tuple[Assignment, list[tuple[int, pa.Table | RowGather]]]:
         """Tags records, builds buckets; returns the assignment and, per bucket, its records."""
         assigner = self.assigner(timeline, lambda: records)
         assignment = Assignment()
@@ -345,6 +345,9 @@ class Writer:
                     routed.append((bucket_idx, pa.concat_arrays(parts)))
         # Taking rows from a column of several chunks concatenates them first: once, not per bucket.
         whole = records.combine_chunks()
+        if self.executor is self.driver:
+            # On local threads each task gathers its own rows (see RowGather).
+            return assignment, [(b, RowGather(whole, rows)) for b, rows in routed]
         chunks = self.driver.map(take_rows, [(whole, rows) for _, rows in routed])
         return assignment, [(b, chunk) for (b, _), chunk in zip(routed, chunks, strict=True)]
 
@@ -675,9 +678,15 @@ def _has_ordered_entries(chunk: pa.Table | RowGather) -> bool:
     """Whether the chunk holds records or ``_hoodie_is_deleted`` deletes, which compete on
     ordering (hard deletes always apply); a chunk without operations (a bulk insert's gathers
     among them) holds records only."""
-    if isinstance(chunk, RowGather) or OP_COLUMN not in chunk.column_names:
+    if isinstance(chunk, RowGather):
+        if OP_COLUMN not in chunk.data.column_names:
+            return chunk.num_rows > 0
+        ops = pc.take(chunk.data.column(OP_COLUMN), chunk.rows)
+    elif OP_COLUMN not in chunk.column_names:
         return chunk.num_rows > 0
-    return bool(pc.any(pc.not_equal(chunk.column(OP_COLUMN), OP_HARD_DELETE)).as_py())
+    else:
+        ops = chunk.column(OP_COLUMN)
+    return bool(pc.any(pc.not_equal(ops, OP_HARD_DELETE)).as_py())
 
 
 def log_files_with_deletes(timeline: Timeline) -> set[tuple[str, str]]:
