@@ -78,6 +78,7 @@ from shoal.timeline.archived import (
     merge_plan_schema,
     read_archive_file,
 )
+from shoal.timeline.commit_metadata import AVRO_CONTAINER_MAGIC, decode_instant_content
 from shoal.timeline.instant import Action, Instant, State, parse_instant_file_name
 from shoal.timeline.instant_time import format_instant
 from shoal.timeline.lock import WRITE, table_lock
@@ -418,11 +419,9 @@ _JSON_COMMIT_FIELDS = ("hoodieCommitMetadata", "hoodieReplaceCommitMetadata", "H
 
 def _metadata_value(metadata_field: str, content: bytes, path: str) -> dict[str, Any]:
     try:
-        if content[:4] == b"Obj\x01":
-            records = json.loads(_native.avro_container_decode(content))
-            value = records[0] if records else {}
-        else:
-            value = json.loads(content)
+        value = decode_instant_content(content)
+        if value is None and content[:4] == AVRO_CONTAINER_MAGIC:
+            value = {}
     except ValueError as e:
         raise CorruptTableError(f"cannot decode {path} for archival: {e}") from e
     if metadata_field in _JSON_COMMIT_FIELDS:

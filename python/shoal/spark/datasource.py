@@ -60,9 +60,8 @@ from shoal.spark.read import (
     output_schema,
     plan_read,
     spark_schema,
-    without_tasks,
 )
-from shoal.spark.stream import ShoalStreamReader, SlicePartition, read_partition, split_stream_options
+from shoal.spark.stream import ShoalStreamReader, read_partition, slice_partitions, split_stream_options
 from shoal.spark.write import OPERATION_OPTION, open_or_create, parse_options
 from shoal.table import Table
 from shoal.timeline.commit_metadata import WriteStat
@@ -267,8 +266,7 @@ class ShoalReader(DataSourceReader):
             o.include_deletes,
             o.fallback_full_scan,
         )
-        shared = without_tasks(job)
-        return [SlicePartition(shared, task) for task in job.tasks]
+        return slice_partitions(job)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition, self.target)

@@ -99,6 +99,12 @@ class SlicePartition(InputPartition):
         self.task = task
 
 
+def slice_partitions(job: ReadJob) -> list[InputPartition]:
+    """One Spark partition per planned task, each carrying the read's shared part."""
+    shared = without_tasks(job)
+    return [SlicePartition(shared, task) for task in job.tasks]
+
+
 def read_partition(partition: InputPartition, target: pa.Schema) -> Iterator[pa.RecordBatch]:
     """The rows of one planned task as batches of ``target`` (Spark reads one empty
     ``InputPartition(None)`` when a plan has no task)."""
@@ -168,8 +174,7 @@ class ShoalStreamReader(DataSourceStreamReader):
             self.include_deletes,
             self.fallback_full_scan,
         )
-        shared = without_tasks(job)
-        return [SlicePartition(shared, task) for task in job.tasks]
+        return slice_partitions(job)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition, self.target)

@@ -101,6 +101,7 @@ from shoal.timeline.commit_metadata import NULL_COMMIT, WriteStat
 from shoal.timeline.lock import WRITE, table_lock
 from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import Assignment, BucketAssigner
+from shoal.write.gather import take_rows
 from shoal.write.prepare import PARTITION_PATH, RECORD_KEY, add_keys, deleted_mask, validate_keys
 from shoal.write.schema import IS_DELETED_COLUMN, normalize_types, reconcile, strip_meta_columns
 from shoal.write.writer import (
@@ -112,7 +113,6 @@ from shoal.write.writer import (
     key_records,
     make_index,
     run_write_task,
-    take_rows,
 )
 
 # Hudi's data source option names that are not write config keys.
@@ -303,11 +303,6 @@ class KeySpec:
     # Whether to tag (an index lookup is needed), and the token of this write's broadcasts.
     tag: bool
     write_token: str
-    # Whether every tag must be confirmed by reading the file it names. Merge-on-read: an update
-    # of a file group becomes a log append, and a bloom false positive there would put a new key
-    # into a log, where no bloom index finds it again. Copy-on-write rewrites of a file group
-    # take such keys into its base file, so a key only one footer admits is tagged unread.
-    confirm_all: bool
     # With hoodie.index.type=BUCKET: how the tasks compute a key's bucket (then ``tag`` is false).
     buckets: BucketLayout | None = None
 
@@ -587,8 +582,6 @@ class SparkWrite:
             tag=bucket_index is None
             and make_index(self.table.storage, self.table.write_config, op) is not None,
             write_token=uuid.uuid4().hex,
-            # Merge-on-read log appends confirm their keys in the write task (_split_strays).
-            confirm_all=False,
             buckets=(
                 None
                 if bucket_index is None
@@ -959,7 +952,7 @@ def _count_task(spec: KeySpec, broadcast: Any, batches: Iterator[pa.RecordBatch]
         if index is None or context is None:
             tagged = [(p, rows, pa.nulls(len(rows), pa.string())) for p, rows in groups]
         else:
-            tagged, fixes = _confirmed_tags(spec, index, context.slices, keys, groups)
+            tagged, fixes = _confirmed_tags(index, context.slices, keys, groups)
             corrected += fixes
         for partition, rows, tags in tagged:
             grouped = (
@@ -1016,23 +1009,21 @@ def _count_buckets(
 
 
 def _confirmed_tags(
-    spec: KeySpec,
     index: BloomIndex,
     slices: Mapping[str, list[FileSlice]],
     keys: pa.Array,
     groups: list[tuple[str, pa.Array]],
 ) -> tuple[list[tuple[str, pa.Array, pa.Array]], list[pa.RecordBatch]]:
     """Per partition (name, rows, tags): the footer tags, with the keys several files may hold
-    (and on merge-on-read every key a footer admits) confirmed by reading the files; and the
-    corrections (count-schema batches of the keys whose confirmed tag differs)."""
+    confirmed by reading the files; and the corrections (count-schema batches of the keys whose
+    confirmed tag differs). A key only one footer admits keeps that file's id unread: the write
+    task of its file group takes a bloom false positive as an insert (a copy-on-write rewrite,
+    or on merge-on-read ``_split_strays``)."""
     per_partition = [keys.take(rows) for _, rows in groups]
     footer = index.footer_tags(
         [(k, slices.get(p, [])) for k, (p, _) in zip(per_partition, groups, strict=True)]
     )
-    confirm: list[np.ndarray] = []
-    for tags, shared in footer:
-        need = shared | pc.is_valid(tags).to_numpy(zero_copy_only=False) if spec.confirm_all else shared
-        confirm.append(np.flatnonzero(need))
+    confirm = [np.flatnonzero(shared) for _, shared in footer]
     exact = index.tag(
         [
             (k.take(pa.array(at)), slices.get(p, []))
@@ -1371,7 +1362,10 @@ def _finish(records: pa.Table, seq: pa.ChunkedArray | None, task: BucketTaskSpec
     """Deduplicated (the later of two equal records wins, so the input order is restored first
     when keys repeat) and, for a bulk insert, in key or input order."""
     op = task.operation
-    repeats = task.combine and pc.count_distinct(records.column(RECORD_KEY)).as_py() < records.num_rows
+    keys = records.column(RECORD_KEY)
+    repeats = task.combine and not _native.keys_distinct(
+        keys.chunk(0) if keys.num_chunks == 1 else keys.combine_chunks()
+    )
     if seq is not None and (repeats or (op == Operation.BULK_INSERT and not task.sort_by_key)):
         records = take_rows(records, pc.sort_indices(seq))
     records = finish_records(records, op, task.ordering_field, repeats)

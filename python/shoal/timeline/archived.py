@@ -42,7 +42,7 @@ from shoal.config.table_config import TableConfig
 from shoal.errors import CorruptDataError, CorruptTableError, InstantNotFoundError
 from shoal.fs.storage import Storage
 from shoal.schemas import load_schema
-from shoal.timeline.commit_metadata import CommitMetadata
+from shoal.timeline.commit_metadata import CommitMetadata, decode_instant_content
 from shoal.timeline.instant import Action, Instant, State
 from shoal.timeline.lsm_timeline import LSMTimelineInstant, load_lsm_timeline
 from shoal.timeline.timeline import DATA_ACTIONS, _effective_instants
@@ -201,11 +201,7 @@ def _decode_lsm_metadata(data: bytes, what: str) -> dict[str, Any] | None:
     if not data.strip():
         return None
     try:
-        if data[:4] == b"Obj\x01":
-            records = json.loads(_native.avro_container_decode(data))
-            value = records[0] if records else None
-        else:
-            value = json.loads(data)
+        value = decode_instant_content(data)
     except (CorruptDataError, ValueError) as e:
         raise CorruptTableError(f"{what}: cannot decode the archived metadata: {e}") from e
     if value is not None and not isinstance(value, dict):

@@ -13,6 +13,19 @@ from shoal.errors import CorruptTableError
 NULL_COMMIT = "null"
 
 
+AVRO_CONTAINER_MAGIC = b"Obj\x01"
+
+
+def decode_instant_content(data: bytes) -> Any:
+    """What an instant file holds, as Python values: the first record of an Avro container file
+    (table version 8; None when it holds none) or the JSON document (version 6). Bad JSON raises
+    ValueError, a bad container CorruptDataError."""
+    if data[:4] == AVRO_CONTAINER_MAGIC:
+        records = json.loads(_native.avro_container_decode(data))
+        return records[0] if records else None
+    return json.loads(data)
+
+
 @dataclass
 class WriteStat:
     """One file written (or appended to) by an instant; field order is Java's emission order."""
@@ -140,12 +153,10 @@ class CommitMetadata:
         """Decodes either form: JSON (v6) or an Avro container file (v8)."""
         if not data.strip():
             return cls()
-        if data[:4] == b"Obj\x01":
-            records = json.loads(_native.avro_container_decode(data))
-            if not records:
-                return cls()
-            return cls.from_dict(records[0])
+        if data[:4] == AVRO_CONTAINER_MAGIC:
+            value = decode_instant_content(data)
+            return cls() if value is None else cls.from_dict(value)
         try:
-            return cls.from_dict(json.loads(data))
+            return cls.from_dict(decode_instant_content(data))
         except (ValueError, TypeError, AttributeError) as e:
             raise CorruptTableError(f"cannot parse {what}: {e}") from e

@@ -57,6 +57,7 @@ from shoal.timeline.commit_metadata import WriteStat
 from shoal.timeline.lock import WRITE, table_lock
 from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import RollingAssigner
+from shoal.write.gather import take_rows
 from shoal.write.input import to_arrow_table
 from shoal.write.prepare import PARTITION_PATH, RECORD_KEY
 from shoal.write.schema import normalize_types, strip_meta_columns
@@ -68,7 +69,6 @@ from shoal.write.writer import (
     group_rows,
     key_records,
     run_write_task,
-    take_rows,
 )
 
 DEFAULT_BUCKET_BUFFER_BYTES = 256 * 2**20

@@ -72,7 +72,7 @@ from shoal.timeline.lock import WRITE, table_lock
 from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import Assignment, BucketAssigner, assign_bucket_file_groups
 from shoal.write.base_file import BaseFileOptions, avro_schema_for
-from shoal.write.gather import RowGather, key_ordered_gathers, take_rows
+from shoal.write.gather import RowGather, key_ordered_gathers
 from shoal.write.input import to_arrow_table
 from shoal.write.prepare import (
     PARTITION_PATH,
@@ -345,11 +345,7 @@ class Writer:
                     routed.append((bucket_idx, pa.concat_arrays(parts)))
         # Taking rows from a column of several chunks concatenates them first: once, not per bucket.
         whole = records.combine_chunks()
-        if self.executor is self.driver:
-            # On local threads each task gathers its own rows (see RowGather).
-            return assignment, [(b, RowGather(whole, rows)) for b, rows in routed]
-        chunks = self.driver.map(take_rows, [(whole, rows) for _, rows in routed])
-        return assignment, [(b, chunk) for (b, _), chunk in zip(routed, chunks, strict=True)]
+        return assignment, self._for_tasks([(b, RowGather(whole, rows)) for b, rows in routed])
 
     def _plan_bulk_insert(
         self, records: pa.Table, timeline: Timeline
@@ -366,7 +362,7 @@ class Writer:
         data = records.drop_columns([PARTITION_PATH, OP_COLUMN]).combine_chunks()
         by_key = self.wc.get(BULKINSERT_SORT_MODE) in KEY_SORTED_BULK_INSERT_MODES
         assignment = Assignment()
-        chunks: list[tuple[int, pa.Table | RowGather]] = []
+        chunks: list[tuple[int, RowGather]] = []
         for partition, rows in groups:
             if by_key:
                 gathers = key_ordered_gathers(data, rows, per_file)
@@ -377,11 +373,16 @@ class Writer:
                     assignment, partition, gather.num_rows, {}, [], allow_logs=True, use_small_files=False
                 )
                 chunks.append((len(assignment.buckets) - 1, gather))
-        if self.executor is not self.driver:
-            # Tasks that run elsewhere get their rows, not the whole input.
-            tables = self.driver.map(RowGather.table, [(g,) for _, g in chunks])
-            chunks = [(b, t) for (b, _), t in zip(chunks, tables, strict=True)]
-        return assignment, chunks
+        return assignment, self._for_tasks(chunks)
+
+    def _for_tasks(self, chunks: list[tuple[int, RowGather]]) -> list[tuple[int, pa.Table | RowGather]]:
+        """The buckets' rows as the executor's tasks take them: on local threads each task
+        gathers its own (see RowGather); tasks that run elsewhere get their rows, gathered here,
+        not the whole input."""
+        if self.executor is self.driver:
+            return list(chunks)
+        tables = self.driver.map(RowGather.table, [(g,) for _, g in chunks])
+        return [(b, t) for (b, _), t in zip(chunks, tables, strict=True)]
 
     # ---- execution and commit --------------------------------------------------------------
 
