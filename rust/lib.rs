@@ -11,6 +11,7 @@ pub mod logformat;
 pub mod merge;
 pub mod meta;
 pub mod sizing;
+pub mod splice;
 
 #[cfg(feature = "python")]
 mod bindings;

@@ -98,7 +98,17 @@ def _install_torn_writes() -> None:
         die()
         return size
 
+    def torn_spliced_file(storage, path, *args, **kwargs):
+        size = base_file_mod.write_spliced_base_file(storage, path, *args, **kwargs)
+        if size is None:
+            return None
+        with open(storage.full_path(path), "r+b") as f:
+            f.truncate(size // 2)
+        die()
+        return size
+
     cow_mod.write_base_file = torn_base_file
+    cow_mod.write_spliced_base_file = torn_spliced_file
     compact_task_mod.write_base_file = torn_base_file
 
     offsets: dict[str, int] = {}

@@ -319,7 +319,7 @@ def test_failed_write_is_rolled_back_before_the_next_write(trips, monkeypatch):
     before = _same_as_hudi_rs(trips)
     import shoal.tasks.cow_write as cow
 
-    real = cow.write_base_file
+    real, real_spliced = cow.write_base_file, cow.write_spliced_base_file
     calls = []
 
     def crash_after_first_file(*args, **kwargs):
@@ -328,10 +328,18 @@ def test_failed_write_is_rolled_back_before_the_next_write(trips, monkeypatch):
         calls.append(1)
         return real(*args, **kwargs)
 
+    def spliced_crash_after_first_file(*args, **kwargs):
+        if calls:
+            raise OSError("disk full")
+        calls.append(1)
+        return real_spliced(*args, **kwargs)
+
     monkeypatch.setattr(cow, "write_base_file", crash_after_first_file)
+    monkeypatch.setattr(cow, "write_spliced_base_file", spliced_crash_after_first_file)
     with pytest.raises(OSError):
         trips.upsert(_trips(range(100, 160), ts=3))
     monkeypatch.setattr(cow, "write_base_file", real)
+    monkeypatch.setattr(cow, "write_spliced_base_file", real_spliced)
     # The failed instant is pending, its files are invisible to shoal...
     assert any(not i.is_completed for i in trips.instants())
     assert rows_by(trips.read(), ["id", "city", "ts", "fare"], ["id"]) == before

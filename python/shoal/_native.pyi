@@ -65,6 +65,23 @@ def key_bounds(keys: pa.Array | Any) -> tuple[str, str] | None:
 def keys_distinct(keys: pa.Array | Any) -> bool:
     """Whether no two valid keys of a string or binary array are equal (nulls ignored)."""
 
+# --- spliced base files (rust/splice) ------------------------------------------------------------
+
+def splice_base_file(
+    old: pa.Array,
+    schema: pa.Schema,
+    row_groups: list[tuple[pa.Table, list[int]]],
+    compression: str,
+    dictionary_fields: list[str],
+    no_statistics_fields: list[str],
+    dictionary_page_limit: int,
+    data_page_size: int,
+    key_value: list[tuple[str, str]],
+) -> pa.UInt8Array | None:
+    """The bytes of a merged base file whose fields are, per row group, copied from a row group
+    of the replaced file ``old`` (uint8 bytes) or encoded from the rows (-1); None when ``old``
+    does not store ``schema``'s columns the way this writer would."""
+
 # --- meta column values (rust/meta.rs) ----------------------------------------------------------
 
 def commit_seqnos(prefix: str, start: int, n: int) -> pa.StringArray:

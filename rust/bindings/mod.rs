@@ -10,6 +10,7 @@ mod logformat;
 mod merge;
 mod meta;
 mod sizing;
+mod splice;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -21,5 +22,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     merge::register(m)?;
     meta::register(m)?;
     sizing::register(m)?;
+    splice::register(m)?;
     Ok(())
 }

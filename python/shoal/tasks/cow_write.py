@@ -4,8 +4,9 @@ existing one (Hudi's create and merge handles)."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
@@ -18,13 +19,17 @@ from shoal.fs.storage import Storage
 from shoal.index.bloom_reuse import BloomConfig, extended_footer
 from shoal.index.footer import BLOOM_FILTER_KEY, BLOOM_FILTER_TYPE_KEY, MAX_RECORD_KEY, MIN_RECORD_KEY
 from shoal.read.mor import MorSliceSpec, read_mor_slice
+from shoal.tasks.merge_layout import merge_in_place
 from shoal.timeline.commit_metadata import NULL_COMMIT, WriteStat
 from shoal.write.base_file import (
+    SPLICE_CODECS,
     BaseFileOptions,
     KeyFooterValues,
     base_file_rows,
     constant_column,
+    row_group_rows,
     write_base_file,
+    write_spliced_base_file,
 )
 from shoal.write.schema import META_COLUMNS
 
@@ -69,12 +74,12 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
     rewrite = spec.old_base_path is not None or spec.old_slice is not None
     create_marker(storage, spec.instant, path, "MERGE" if rewrite else "CREATE")
     ops = records.column(OP_COLUMN) if OP_COLUMN in records.column_names else None
-    kept = None
+    replaced = None
     num_deletes_hit = 0
-    old_footer: dict[bytes, bytes] = {}
-    plain: list[str] = []
+    stored: StoredFile | None = None
     if rewrite:
-        old, old_footer, plain = _read_old(spec, storage)
+        stored = _read_old(spec, storage)
+        old = stored.rows
         old_keys = old.column(RECORD_KEY)
         # Every membership test hashes the incoming side: a bucket's records are far fewer than
         # the rows of the file they update.
@@ -90,15 +95,15 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
                 replaced = pc.is_in(old_keys, value_set=records.column(RECORD_KEY))
         # Stale records are gone, so matched keys they named count as neither updates nor deletes.
         matched_keys = matched.column(RECORD_KEY)
-        kept = _filter_rows(old, pc.invert(replaced))
         num_deletes_hit = _count_deletes_hitting(records, ops, matched_keys)
     is_upsert = None if ops is None else pc.equal(ops, OP_UPSERT)
-    upserts = records if is_upsert is None or pc.all(is_upsert).as_py() else records.filter(is_upsert)
+    all_upserts = is_upsert is None or pc.all(is_upsert).as_py()
+    upserts = records if all_upserts else records.filter(is_upsert)
     if OP_COLUMN in upserts.column_names:
         upserts = upserts.drop_columns([OP_COLUMN])
     new_rows = base_file_rows(upserts, spec.instant, spec.task_id, name, spec.partition_path)
-    if kept is not None:
-        new_rows = _dictionaries_like(new_rows, kept.schema)
+    if stored is not None:
+        new_rows = _dictionaries_like(new_rows, stored.rows.schema)
     num_updates = 0
     keys = None
     if rewrite:
@@ -106,13 +111,34 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
         num_updates = pc.sum(updated).as_py() or 0
         if num_deletes_hit == 0:
             inserted = upserts.column(RECORD_KEY).filter(pc.invert(updated))
-            keys = _extended_key_footer(old_footer, spec.options, inserted)
-    if kept is not None and kept.num_rows:
-        kept = kept.add_column(FILE_NAME_INDEX, FILE_NAME, constant_column(name, kept.num_rows))
-        out = pa.concat_tables([kept, new_rows], promote_options="permissive")
-    else:
+            keys = _extended_key_footer(stored.footer if stored else {}, spec.options, inserted)
+    out, size = None, None
+    if stored is not None and stored.raw is not None and replaced is not None:
+        layout = merge_in_place(
+            stored.rows,
+            stored.group_rows,
+            replaced,
+            records,
+            None if all_upserts or is_upsert is None else _bools(is_upsert),
+            new_rows,
+            name,
+            row_group_rows(stored.rows, spec.options),
+        )
+        if layout is not None:
+            out = layout.rows
+            groups = [(g.start, g.num_rows, g.sources) for g in layout.row_groups]
+            size = write_spliced_base_file(
+                storage, path, out, groups, stored.raw, spec.options, keys, stored.plain
+            )
+    if out is None:
         out = new_rows
-    size = write_base_file(storage, path, out, spec.options, keys, plain)
+        if stored is not None and replaced is not None:
+            kept = _filter_rows(stored.rows, pc.invert(replaced))
+            if kept.num_rows:
+                kept = kept.add_column(FILE_NAME_INDEX, FILE_NAME, constant_column(name, kept.num_rows))
+                out = pa.concat_tables([kept, new_rows], promote_options="permissive")
+    if size is None:
+        size = write_base_file(storage, path, out, spec.options, keys, stored.plain if stored else [])
     return WriteStat(
         fileId=spec.file_id,
         path=path,
@@ -153,19 +179,44 @@ def _addresses(array: pa.Array) -> tuple[int, ...]:
     return own + _addresses(array.dictionary) if isinstance(array, pa.DictionaryArray) else own
 
 
-def _read_old(spec: CowWriteSpec, storage: Storage) -> tuple[pa.Table, dict[bytes, bytes], list[str]]:
-    """The records the new slice carries over, without ``_hoodie_file_name`` (it is rewritten) and
-    with the per-file columns as dictionaries, like the new rows (base_file_rows); and, when the
-    slice is the old base file alone, its footer metadata and the columns it stores without a
-    dictionary (else empty)."""
+@dataclass(frozen=True)
+class StoredFile:
+    """What a merge reads of the slice it replaces."""
+
+    # The records the new slice carries over, without ``_hoodie_file_name`` (it is rewritten)
+    # and with the per-file columns as dictionaries, like the new rows (base_file_rows).
+    rows: pa.Table
+    # When the slice is the old base file alone: its footer metadata, the columns it stores
+    # without a dictionary, and (for a codec the splicing writer has) its bytes as a uint8
+    # array and the rows of each of its row groups.
+    footer: dict[bytes, bytes]
+    plain: list[str]
+    raw: pa.Array | None = None
+    group_rows: list[int] = field(default_factory=list)
+
+
+def _bools(mask: pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(mask.combine_chunks().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _read_old(spec: CowWriteSpec, storage: Storage) -> StoredFile:
+    """Reads the slice a merge replaces (see StoredFile)."""
     if spec.old_slice is not None:
         old = read_mor_slice(spec.old_slice, storage).drop_columns([FILE_NAME])
         for column in _DICTIONARY_COLUMNS:
             i = old.column_names.index(column)
             old = old.set_column(i, column, pc.dictionary_encode(old.column(column)))
-        return old, {}, []
+        return StoredFile(old, {}, [])
     assert spec.old_base_path is not None
-    with storage.open_input_file(spec.old_base_path) as f:
+    with storage.open_input_file(spec.old_base_path) as stream:
+        raw = None
+        f: pa.NativeFile = stream
+        if spec.options.compression in SPLICE_CODECS:
+            # The whole file, which the merge reads nearly all of: the chunks it keeps are then
+            # copied from memory.
+            content = stream.read_buffer()
+            raw = pa.Array.from_buffers(pa.uint8(), len(content), [None, content])
+            f = pa.BufferReader(content)
         metadata = pq.read_metadata(f)
         # Read as dictionaries, these columns decode to indices only and write back the same way:
         # the per-file meta columns, and string columns of one value (a partition field).
@@ -174,14 +225,15 @@ def _read_old(spec: CowWriteSpec, storage: Storage) -> tuple[pa.Table, dict[byte
         names = [c for c in pf.schema_arrow.names if c != FILE_NAME]
         # A record key field holds the record keys themselves (simple key generators): its column
         # chunks are then byte for byte those of _hoodie_record_key, which is decoded once. The
-        # comparison reads both chunks: cheap from a local disk, not from an object store.
-        local = isinstance(storage.fs, pafs.LocalFileSystem)
+        # comparison reads both chunks: cheap from a local disk or memory, not from an object store.
+        local = raw is not None or isinstance(storage.fs, pafs.LocalFileSystem)
         twins = _copies_of_record_keys(f, metadata, pf.schema_arrow) if local else []
         old = pf.read(columns=[c for c in names if c not in twins])
         for name in twins:
-            field = pf.schema_arrow.field(name)
-            old = old.add_column(names.index(name), field, old.column(RECORD_KEY))
-        return old, metadata.metadata or {}, _plain_columns(metadata)
+            field_ = pf.schema_arrow.field(name)
+            old = old.add_column(names.index(name), field_, old.column(RECORD_KEY))
+        group_rows = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
+        return StoredFile(old, metadata.metadata or {}, _plain_columns(metadata), raw, group_rows)
 
 
 def _plain_columns(metadata: pq.FileMetaData) -> list[str]:

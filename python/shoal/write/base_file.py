@@ -34,6 +34,9 @@ _NO_STATISTICS = frozenset({"_hoodie_commit_seqno"})
 # are the only ones judged, so skewed columns (few frequent values) keep the writer's fallback.
 _DICTIONARY_SAMPLE_ROWS = 2048
 _DISTINCT_SHARE_TO_JUDGE = 0.9
+# Codecs of the writer that copies unchanged column chunks (rust/splice); base files in other
+# codecs are written whole by pyarrow.
+SPLICE_CODECS = frozenset({"snappy", "gzip", "zstd", "none"})
 
 
 @dataclass(frozen=True)
@@ -128,17 +131,7 @@ def write_base_file(
     # Chunks of a dictionary column must share one dictionary: on a change the parquet writer
     # falls back to plain encoding for the rest of the column chunk.
     data = constant_strings_as_dictionaries(data).unify_dictionaries()
-    meta: dict[str, str] = {}
-    if keys is None:
-        keys = key_footer_values(data.column("_hoodie_record_key"), opts)
-    if keys is not None:
-        meta[MIN_RECORD_KEY], meta[MAX_RECORD_KEY] = keys.min_key, keys.max_key
-        meta[BLOOM_FILTER_KEY] = keys.bloom
-        if opts.bloom_type == "DYNAMIC_V0":
-            meta[BLOOM_FILTER_TYPE_KEY] = "DYNAMIC_V0"
-    meta["parquet.avro.schema"] = avro_schema_for(_decoded(data.schema), opts.table_name)
-    meta["writer.model.name"] = "avro"
-    avg_row = max(1, data.nbytes // max(1, data.num_rows))
+    meta = _footer_metadata(data, opts, keys)
     storage.makedirs(path.rsplit("/", 1)[0] if "/" in path else "")
     with (
         storage.fs.open_output_stream(storage.full_path(path)) as out,
@@ -154,9 +147,74 @@ def write_base_file(
             store_schema=False,
         ) as writer,
     ):
-        writer.write_table(data, row_group_size=max(1, opts.row_group_bytes // avg_row))
+        writer.write_table(data, row_group_size=row_group_rows(data, opts))
         writer.add_key_value_metadata(meta)
     return storage.size(path)
+
+
+def _footer_metadata(data: pa.Table, opts: BaseFileOptions, keys: KeyFooterValues | None) -> dict[str, str]:
+    """The footer entries Hudi readers look for: record-key bounds and bloom filter (computed
+    from ``data`` unless ``keys`` gives them) and the Avro schema."""
+    meta: dict[str, str] = {}
+    if keys is None:
+        keys = key_footer_values(data.column("_hoodie_record_key"), opts)
+    if keys is not None:
+        meta[MIN_RECORD_KEY], meta[MAX_RECORD_KEY] = keys.min_key, keys.max_key
+        meta[BLOOM_FILTER_KEY] = keys.bloom
+        if opts.bloom_type == "DYNAMIC_V0":
+            meta[BLOOM_FILTER_TYPE_KEY] = "DYNAMIC_V0"
+    meta["parquet.avro.schema"] = avro_schema_for(_decoded(data.schema), opts.table_name)
+    meta["writer.model.name"] = "avro"
+    return meta
+
+
+def row_group_rows(data: pa.Table, opts: BaseFileOptions) -> int:
+    """Rows per row group for ``data``: the configured row group bytes over its average row."""
+    avg_row = max(1, data.nbytes // max(1, data.num_rows))
+    return max(1, opts.row_group_bytes // avg_row)
+
+
+def write_spliced_base_file(
+    storage: Storage,
+    path: str,
+    data: pa.Table,
+    row_groups: list[tuple[int, int, list[int]]],
+    replaced: pa.Array,
+    opts: BaseFileOptions,
+    keys: KeyFooterValues | None = None,
+    plain_columns: Collection[str] = (),
+) -> int | None:
+    """Writes ``data`` (meta columns included) to ``path`` as the row groups ``row_groups``
+    (start row, row count, and per field the row group of the replaced file to copy its chunk
+    from, or -1 to encode it), copying chunks from ``replaced`` (that file's bytes as a uint8
+    array); returns the file size in bytes. None, having written nothing, when the codec is not
+    one the splicing writer has or the replaced file stores its columns differently (the caller
+    then writes the file with ``write_base_file``)."""
+    if opts.compression not in SPLICE_CODECS:
+        return None
+    encoded = {data.column_names[i] for _, _, sources in row_groups for i, s in enumerate(sources) if s < 0}
+    dictionary = dictionary_columns(
+        data.select([c for c in data.column_names if c in encoded]), plain_columns
+    )
+    if isinstance(dictionary, bool):
+        dictionary = list(data.column_names) if dictionary else []
+    written = _native.splice_base_file(
+        replaced,
+        data.schema,
+        [(data.slice(start, n), sources) for start, n, sources in row_groups],
+        opts.compression,
+        dictionary,
+        sorted(_NO_STATISTICS),
+        DICTIONARY_PAGE_LIMIT,
+        opts.page_size,
+        list(_footer_metadata(data, opts, keys).items()),
+    )
+    if written is None:
+        return None
+    storage.makedirs(path.rsplit("/", 1)[0] if "/" in path else "")
+    with storage.fs.open_output_stream(storage.full_path(path)) as out:
+        out.write(written.buffers()[1])
+    return len(written)
 
 
 def key_footer_values(keys: pa.ChunkedArray | pa.Array, opts: BaseFileOptions) -> KeyFooterValues | None:
