@@ -222,8 +222,14 @@ pub fn write_spliced(
     let root = descr.root_schema_ptr();
     let fields = root.get_fields();
     let props = properties(descr, opts)?;
-    // The new file is about the old one's size: no regrowth of the buffer while chunks copy in.
-    let capacity = old.bytes.len() + old.bytes.len() / 4;
+    // Room for the copied chunks and the encoded rows (at most their in-memory size, most of
+    // the time): no regrowth of the buffer while chunks go in.
+    let encoded: usize = plan
+        .iter()
+        .flat_map(|g| g.batches.iter())
+        .map(|b| b.get_array_memory_size())
+        .sum();
+    let capacity = old.bytes.len() + encoded;
     let mut writer =
         SerializedFileWriter::new(Vec::with_capacity(capacity), root.clone(), props.clone())
             .map_err(parquet_err)?;
