@@ -16,7 +16,7 @@ import shoal
 from shoal.errors import InvalidArgumentError
 from shoal.spark.executor import SparkExecutor
 from shoal.spark.services import compact, spark_table
-from shoal.spark.write import route_keys, spark_hash_int
+from shoal.spark.write import pack_buckets, route_keys, spark_hash_int, write_task_count
 from shoal.tasks.mor_append import LogAppendSpec
 from tests.hudi_oracle import hudi_rs_read, rows_by
 from tests.table_files import committed_paths, data_files
@@ -27,12 +27,29 @@ def test_route_values_land_each_bucket_in_its_own_partition(spark):
     hashed = spark.createDataFrame([(v,) for v in values], "v int").select("v", F.hash("v").alias("h"))
     ours = dict(zip(values, spark_hash_int(pa.array(values, pa.int64()).to_numpy()).tolist(), strict=True))
     assert {r.v: r.h for r in hashed.collect()} == ours
-    for n in (1, 7, 33):
-        keys = route_keys(n)
+    for n, tasks in ((1, 1), (7, 7), (33, 33), (33, 4), (10, 3)):
+        task_of = pack_buckets([b % 5 for b in range(n)], tasks)
+        keys = route_keys(task_of, tasks)
         assert len(set(keys)) == n
         df = spark.createDataFrame([(b, v) for b, v in enumerate(keys)], "bucket int, route int")
-        placed = df.repartition(n, "route").select("bucket", F.spark_partition_id().alias("p")).collect()
-        assert sorted((r.bucket, r.p) for r in placed) == [(b, b) for b in range(n)]
+        placed = df.repartition(tasks, "route").select("bucket", F.spark_partition_id().alias("p")).collect()
+        assert sorted((r.bucket, r.p) for r in placed) == [(b, task_of[b]) for b in range(n)]
+
+
+def test_buckets_pack_onto_tasks_by_records():
+    # Light buckets: two tasks per core; work for more tasks gets them, up to one per bucket.
+    assert write_task_count([50_000] * 30, 2) == 8
+    assert write_task_count([20_000] * 30, 2) == 4
+    assert write_task_count([100_000] * 30, 2) == 15
+    assert write_task_count([600_000] * 10, 2) == 10
+    assert write_task_count([1] * 3, 8) == 3
+    assert write_task_count([], 8) == 1
+    task_of = pack_buckets([100, 10, 10, 60, 40, 0], 2)
+    loads = [0, 0]
+    for b, t in enumerate(task_of):
+        loads[t] += [100, 10, 10, 60, 40, 0][b]
+    assert sorted(loads) == [110, 110]
+    assert sorted(pack_buckets([5, 5, 5], 3)) == [0, 1, 2]
 
 
 def test_map_runs_one_task_per_item_in_order(spark):

@@ -330,3 +330,50 @@ def _commits(path: str) -> list[list]:
     table = shoal.Table(path)
     timeline = Timeline.load(table.storage, table.config)
     return [timeline.commit_metadata(i).write_stats() for i in timeline.completed_data_instants()]
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"], ids=["cow", "mor"])
+def test_a_task_of_several_buckets_fails_after_writing_some(spark, tmp_path, table_type, monkeypatch):
+    """Every bucket in one write task, whose first attempt fails after its second bucket: the
+    retry writes all of them again, and only its files are committed."""
+    import sys
+
+    write_module = sys.modules["shoal.spark.write"]
+    monkeypatch.setattr(write_module, "write_task_count", lambda weights, parallelism: 1)
+    path = str(tmp_path / "t")
+    batches = Batches(11)
+    model = Model(partitioned=True)
+    first = batches.fresh(80)
+    spark_write(
+        spark.createDataFrame(_arrow(first, False)), path, "bulk_insert", _table_options("packed", table_type)
+    )
+    model.insert(first)
+    written_dir = tmp_path / "first_attempt"
+    written_dir.mkdir()
+
+    def fail_after_second_bucket(spec, stat):
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context.attemptNumber() == 0:
+            (written_dir / f"{len(list(written_dir.iterdir()))}").write_text(stat.path)
+            if len(list(written_dir.iterdir())) == 2:
+                raise RuntimeError("injected failure after two buckets")
+
+    updates = batches.upserts()
+    result = _write(
+        spark.createDataFrame(_arrow(updates, False)), path, "upsert", {}, fail_after_second_bucket
+    )
+    model.upsert(updates)
+    assert len(result.metadata.write_stats()) > 2, "the write has more buckets than the failed attempt wrote"
+    first_attempt = [p.read_text() for p in written_dir.iterdir()]
+    assert len(first_attempt) == 2
+    committed = {s.path for s in result.metadata.write_stats()}
+    for stale in first_attempt:
+        assert stale not in committed and not (Path(path) / stale).exists()
+    _assert_no_stray_files(path)
+    expected = model.expected()
+    for got in (shoal.Table(path).read(), hudi_rs_read(path)):
+        rows = rows_by(got, USER_COLUMNS, ["id", "city"])
+        assert len({(r["city"], r["id"]) for r in rows}) == len(rows), "duplicate rows"
+        assert rows == expected

@@ -64,7 +64,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.functions import arrow_udf
@@ -100,7 +99,7 @@ from shoal.tasks.mor_append import LogAppendSpec
 from shoal.timeline.commit_metadata import NULL_COMMIT, WriteStat
 from shoal.timeline.lock import WRITE, table_lock
 from shoal.timeline.timeline import Timeline
-from shoal.write.assigner import Assignment, BucketAssigner
+from shoal.write.assigner import Assignment, Bucket, BucketAssigner
 from shoal.write.gather import take_rows
 from shoal.write.prepare import PARTITION_PATH, RECORD_KEY, add_keys, deleted_mask, validate_keys
 from shoal.write.schema import IS_DELETED_COLUMN, normalize_types, reconcile, strip_meta_columns
@@ -140,6 +139,8 @@ TAG_CHUNK_ROWS = 1_000_000
 # Arrow batches of the write's jobs (see arrow_batches): bytes aimed at, records per batch.
 BATCH_BYTES = 32 * 1024 * 1024
 MIN_BATCH_ROWS, MAX_BATCH_ROWS = 10_000, 100_000
+# Records a write task should handle at least before buckets get tasks of their own.
+MIN_TASK_RECORDS = 200_000
 # Input records sampled for the record size estimate when no commit tells it.
 SAMPLE_ROWS = 20_000
 
@@ -348,8 +349,8 @@ class BucketRoutePlan:
 
 @dataclass(frozen=True)
 class BucketTaskSpec:
-    """What the write tasks need: each bucket's task spec, the route value of every bucket (to
-    check the partitioning), and how to key and finish the records."""
+    """What the write tasks need: each bucket's task spec, the route value of every bucket (a
+    task tells its buckets' rows apart by it), and how to key and finish the records."""
 
     specs: tuple[CowWriteSpec | LogAppendSpec, ...]
     route_values: tuple[int, ...]
@@ -472,7 +473,6 @@ class SparkWrite:
                     view.latest_file_slices(partition),
                 )
         n = len(assignment.buckets)
-        route_values = route_keys(n)
         t = self._phase("assign", t)
 
         write = writer.start(op, assignment, timeline, {b.partition_path for b in assignment.buckets})
@@ -485,6 +485,13 @@ class SparkWrite:
             )
             for b, bucket in enumerate(assignment.buckets)
         )
+        # Light buckets share write tasks: each Python task costs tens of milliseconds of its own.
+        weights = [
+            bucket_weight(bucket, spec, assigner.avg_record_size)
+            for bucket, spec in zip(assignment.buckets, specs, strict=True)
+        ]
+        num_tasks = write_task_count(weights, self.spark.sparkContext.defaultParallelism)
+        route_values = route_keys(pack_buckets(weights, num_tasks), num_tasks)
         stats: list[WriteStat] = []
         received = 0
         if n:
@@ -522,10 +529,13 @@ class SparkWrite:
             routed = source.withColumn(ROUTE_COLUMN, _route_udf(spec, plan)(key_columns))
             if ordered:
                 routed = routed.withColumn(SEQ_COLUMN, F.monotonically_increasing_id())
-            written = (
-                routed.where(F.col(ROUTE_COLUMN).isNotNull())
-                .repartition(n, ROUTE_COLUMN)
-                .mapInArrow(functools.partial(_write_task, task, self.after_task_write), RESULT_SCHEMA)
+            shuffled = routed.where(F.col(ROUTE_COLUMN).isNotNull()).repartition(num_tasks, ROUTE_COLUMN)
+            if num_tasks < n:
+                # A task of several buckets gets them one after the other, sorted by route, and
+                # holds one at a time.
+                shuffled = shuffled.sortWithinPartitions(ROUTE_COLUMN)
+            written = shuffled.mapInArrow(
+                functools.partial(_write_task, task, self.after_task_write), RESULT_SCHEMA
             )
             with (
                 arrow_batches(self.spark, source.schema),
@@ -882,20 +892,56 @@ def bucket_route_plan(assignment: Assignment, route_values: list[int]) -> Bucket
     return BucketRoutePlan(routes)
 
 
-def route_keys(n: int) -> list[int]:
-    """For each bucket ``b < n``, the smallest non-negative int ``v`` (distinct per bucket) whose
-    Spark hash partition ``pmod(murmur3(v, seed 42), n)`` is ``b``, so that
-    ``repartition(n, route)`` puts bucket ``b`` exactly in partition ``b``."""
-    found = np.full(n, -1, dtype=np.int64)
+def bucket_weight(bucket: Bucket, spec: CowWriteSpec | LogAppendSpec, avg_record_size: int) -> int:
+    """The records a bucket's task handles: those routed to it and, for a rewrite of a file
+    group, the stored ones it reads and writes again (estimated from the slice's size)."""
+    work = bucket.inserts + bucket.updates
+    rewrite = isinstance(spec, CowWriteSpec) and (
+        spec.old_base_path is not None or spec.old_slice is not None
+    )
+    if rewrite and bucket.existing is not None:
+        work += bucket.existing.total_size() // max(1, avg_record_size)
+    return work
+
+
+def write_task_count(weights: Sequence[int], parallelism: int) -> int:
+    """Spark tasks for buckets of ``weights`` (records): at least two per core (so a slow one
+    does not hold the job up alone) and as many as it takes to keep each at about
+    MIN_TASK_RECORDS, never more than buckets. A bucket heavier than that has a task of its
+    own: the Python task's own cost is then small beside its work."""
+    if not weights:
+        return 1
+    by_work = -(-sum(weights) // MIN_TASK_RECORDS)
+    return max(1, min(len(weights), max(2 * max(1, parallelism), by_work)))
+
+
+def pack_buckets(weights: Sequence[int], tasks: int) -> list[int]:
+    """The task (``< tasks``) of each bucket, balancing the summed ``weights`` (records) of the
+    tasks: heaviest bucket first, each to the least loaded task."""
+    load = [0] * tasks
+    task_of = [0] * len(weights)
+    for b in sorted(range(len(weights)), key=lambda i: -weights[i]):
+        t = min(range(tasks), key=load.__getitem__)
+        task_of[b] = t
+        load[t] += weights[b] + 1
+    return task_of
+
+
+def route_keys(task_of: Sequence[int], tasks: int) -> list[int]:
+    """For each bucket ``b``, a non-negative int ``v`` (distinct per bucket) whose Spark hash
+    partition ``pmod(murmur3(v, seed 42), tasks)`` is ``task_of[b]``, so that
+    ``repartition(tasks, route)`` puts bucket ``b`` in that task's partition."""
+    wanted = [list(np.flatnonzero(np.asarray(task_of, dtype=np.int64) == t)) for t in range(tasks)]
+    found = [-1] * len(task_of)
     start = 0
-    while n and (found < 0).any():
-        values = np.arange(start, start + 4 * n + 64, dtype=np.int64)
-        parts = np.mod(spark_hash_int(values).astype(np.int64), n)
-        first_parts, first_index = np.unique(parts, return_index=True)
-        missing = found[first_parts] < 0
-        found[first_parts[missing]] = values[first_index[missing]]
+    while any(wanted):
+        values = np.arange(start, start + 4 * len(task_of) + 64, dtype=np.int64)
+        parts = np.mod(spark_hash_int(values).astype(np.int64), tasks)
+        for value, part in zip(values.tolist(), parts.tolist(), strict=True):
+            if wanted[part]:
+                found[wanted[part].pop()] = value
         start += len(values)
-    return [int(v) for v in found]
+    return found
 
 
 def spark_hash_int(values: np.ndarray) -> np.ndarray:
@@ -1267,17 +1313,47 @@ def _write_task(
     after_write: Callable[[CowWriteSpec | LogAppendSpec, WriteStat], None] | None,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    """Writes one bucket (Spark partition ``b`` holds exactly bucket ``b``)."""
-    context = TaskContext.get()
-    assert context is not None
-    bucket = context.partitionId()
-    received = [b for b in batches if b.num_rows]
-    if not received:
-        return
+    """Writes the buckets whose rows reach this task, sorted by route value: each bucket once
+    all its rows are in, so the task holds one bucket's rows at a time."""
+    bucket_of = {v: b for b, v in enumerate(task.route_values)}
+    pending: list[pa.RecordBatch] = []
+    current: int | None = None
+    for batch in batches:
+        if not batch.num_rows:
+            continue
+        routes = batch.column(ROUTE_COLUMN)
+        # Sorted: the batch holds runs of route values, and a run goes on from the last batch.
+        for value, start, length in _runs(routes):
+            if value != current:
+                if pending:
+                    yield _write_bucket(task, after_write, bucket_of, current, pending)
+                pending, current = [], value
+            pending.append(batch.slice(start, length))
+    if pending:
+        yield _write_bucket(task, after_write, bucket_of, current, pending)
+
+
+def _runs(routes: pa.Array) -> list[tuple[int, int, int]]:
+    """(value, start, length) of each run of equal values of a sorted int column."""
+    values = routes.to_numpy(zero_copy_only=False)
+    cuts = np.flatnonzero(values[1:] != values[:-1]) + 1
+    starts = np.concatenate([[0], cuts])
+    ends = np.concatenate([cuts, [len(values)]])
+    return [(int(values[a]), int(a), int(b - a)) for a, b in zip(starts, ends, strict=True)]
+
+
+def _write_bucket(
+    task: BucketTaskSpec,
+    after_write: Callable[[CowWriteSpec | LogAppendSpec, WriteStat], None] | None,
+    bucket_of: dict[int, int],
+    route: int | None,
+    received: list[pa.RecordBatch],
+) -> pa.RecordBatch:
+    """Writes one bucket's rows (all of them) and returns its result row."""
+    bucket = bucket_of.get(route) if route is not None else None
+    if bucket is None:
+        raise InvalidArgumentError(f"rows with the unknown route value {route} reached a write task")
     data = pa.Table.from_batches(received)
-    routes = data.column(ROUTE_COLUMN)
-    if not pc.all(pc.equal(routes, task.route_values[bucket])).as_py():
-        raise InvalidArgumentError(f"rows of another bucket reached the write task of bucket {bucket}")
     seq = data.column(SEQ_COLUMN) if SEQ_COLUMN in data.column_names else None
     incoming = data.drop_columns([c for c in (ROUTE_COLUMN, SEQ_COLUMN) if c in data.column_names])
     records = key_records(
@@ -1304,7 +1380,7 @@ def _write_task(
             if after_write is not None:
                 after_write(spec, stats[-1])
     result = {"received": data.num_rows, "stats": [s.to_dict() for s in stats]}
-    yield pa.RecordBatch.from_pydict({"result": [json.dumps(result)]})
+    return pa.RecordBatch.from_pydict({"result": [json.dumps(result)]})
 
 
 def _stray_spec(
