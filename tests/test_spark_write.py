@@ -168,16 +168,32 @@ def _assert_no_stray_files(path: str) -> None:
     assert not list((Path(path) / ".hoodie" / ".temp").rglob("*.marker.*"))
 
 
-@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"], ids=["cow", "mor"])
-def test_failed_task_attempt_leaves_no_duplicates_or_files(spark, tmp_path, table_type):
-    path = str(tmp_path / "t")
-    batches = Batches(9)
+def _bulk_inserted(spark, path: str, seed: int, table_type: str) -> tuple[Batches, Model]:
+    """A table of 80 records bulk inserted through Spark, with its model and batch source."""
+    batches = Batches(seed)
     model = Model(partitioned=True)
     first = batches.fresh(80)
     spark_write(
         spark.createDataFrame(_arrow(first, False)), path, "bulk_insert", _table_options("retry", table_type)
     )
     model.insert(first)
+    return batches, model
+
+
+def _assert_model_rows_once(path: str, model: Model) -> None:
+    """shoal and hudi-rs read the model's rows, each key once, and no stray files are left."""
+    _assert_no_stray_files(path)
+    expected = model.expected()
+    for got in (shoal.Table(path).read(), hudi_rs_read(path)):
+        rows = rows_by(got, USER_COLUMNS, ["id", "city"])
+        assert len({(r["city"], r["id"]) for r in rows}) == len(rows), "duplicate rows"
+        assert rows == expected
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"], ids=["cow", "mor"])
+def test_failed_task_attempt_leaves_no_duplicates_or_files(spark, tmp_path, table_type):
+    path = str(tmp_path / "t")
+    batches, model = _bulk_inserted(spark, path, 9, table_type)
     failed_dir = tmp_path / "failed_attempts"
     failed_dir.mkdir()
 
@@ -198,12 +214,7 @@ def test_failed_task_attempt_leaves_no_duplicates_or_files(spark, tmp_path, tabl
     assert len(failed) == 1, "the failure was injected exactly once"
     assert failed[0] not in {s.path for s in result.metadata.write_stats()}
     assert not (Path(path) / failed[0]).exists(), "the failed attempt's file is left behind"
-    _assert_no_stray_files(path)
-    expected = model.expected()
-    for got in (shoal.Table(path).read(), hudi_rs_read(path)):
-        rows = rows_by(got, USER_COLUMNS, ["id", "city"])
-        assert len({(r["city"], r["id"]) for r in rows}) == len(rows), "duplicate rows"
-        assert rows == expected
+    _assert_model_rows_once(path, model)
 
 
 def test_options_create_and_must_match_the_table(spark, tmp_path):
@@ -341,13 +352,7 @@ def test_a_task_of_several_buckets_fails_after_writing_some(spark, tmp_path, tab
     write_module = sys.modules["shoal.spark.write"]
     monkeypatch.setattr(write_module, "write_task_count", lambda weights, parallelism: 1)
     path = str(tmp_path / "t")
-    batches = Batches(11)
-    model = Model(partitioned=True)
-    first = batches.fresh(80)
-    spark_write(
-        spark.createDataFrame(_arrow(first, False)), path, "bulk_insert", _table_options("packed", table_type)
-    )
-    model.insert(first)
+    batches, model = _bulk_inserted(spark, path, 11, table_type)
     written_dir = tmp_path / "first_attempt"
     written_dir.mkdir()
 
@@ -371,9 +376,4 @@ def test_a_task_of_several_buckets_fails_after_writing_some(spark, tmp_path, tab
     committed = {s.path for s in result.metadata.write_stats()}
     for stale in first_attempt:
         assert stale not in committed and not (Path(path) / stale).exists()
-    _assert_no_stray_files(path)
-    expected = model.expected()
-    for got in (shoal.Table(path).read(), hudi_rs_read(path)):
-        rows = rows_by(got, USER_COLUMNS, ["id", "city"])
-        assert len({(r["city"], r["id"]) for r in rows}) == len(rows), "duplicate rows"
-        assert rows == expected
+    _assert_model_rows_once(path, model)
