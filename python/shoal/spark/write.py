@@ -1419,7 +1419,11 @@ def _split_strays(spec: LogAppendSpec, records: pa.Table) -> tuple[pa.Table, pa.
     storage = Storage(spec.base_uri)
     with storage.open_input_file(path) as f:
         base_keys = pq.read_table(f, columns=[RECORD_KEY]).column(RECORD_KEY)
-    held = pc.is_in(records.column(RECORD_KEY), value_set=base_keys)
+    # Hash the records' keys (a bucket's share) and probe the file's (every record it holds),
+    # not the other way round: building the set costs far more per key than probing it.
+    incoming = records.column(RECORD_KEY)
+    stored = base_keys.filter(pc.is_in(base_keys, value_set=incoming))
+    held = pc.is_in(incoming, value_set=stored)
     strays = records.filter(pc.and_(pc.invert(held), pc.equal(records.column(OP_COLUMN), OP_UPSERT)))
     return records.filter(held), strays
 
