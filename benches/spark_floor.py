@@ -1,0 +1,114 @@
+"""What Spark's own machinery costs a shoal write, measured without shoal: the jobs a Spark
+upsert runs, with trivial Python functions in place of shoal's, against ``df.write.parquet`` of
+the same records (the spark_upsert.py peer), in one local[2] session.
+
+    .venv/bin/python benches/spark_floor.py [--rows 1000000] [--repeat 3]
+
+Jobs: a scan alone; an Arrow UDF computing a route column from the key columns; a shuffle by a
+route column into 30 tasks or 4; each followed by a ``mapInArrow`` function that only counts its
+rows. The sum of the parts a write needs (key pass, route UDF, shuffle into Python tasks) is the
+floor under any write that shuffles its records to Python write tasks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql import functions as F
+from pyspark.sql.functions import arrow_udf
+from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from compare import make_data, make_upsert
+from shoal.spark import local_session
+
+COUNT_SCHEMA = StructType([StructField("n", LongType())])
+
+
+def route(keys: pa.Array) -> pa.Array:
+    """A route value per row from the key struct, as cheap as a function can be."""
+    lengths = pc.binary_length(keys.field(0)).to_numpy(zero_copy_only=False)
+    return pa.array((lengths % 30).astype(np.int32))
+
+
+def count_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield pa.record_batch([pa.array([sum(b.num_rows for b in batches)], pa.int64())], names=["n"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="shoal-spark-floor-"))
+    upsert = make_upsert(make_data(5 * args.rows), args.rows)
+    source = work / "input"
+    source.mkdir()
+    per_file = -(-upsert.num_rows // 4)
+    for i in range(4):
+        pq.write_table(upsert.slice(i * per_file, per_file), source / f"part-{i}.parquet")
+    spark = local_session(
+        "local[2]", conf={"spark.driver.memory": "6g", "spark.ui.showConsoleProgress": "false"}
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.conf.set("spark.sql.execution.arrow.maxBytesPerBatch", str(2**31 - 1))
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "50000")
+    df = spark.read.parquet(str(source))
+    udf = arrow_udf(route, IntegerType())  # type: ignore[call-overload]
+    keys = F.struct("key", "part")
+
+    def noop(frame):  # type: ignore[no-untyped-def]
+        frame.write.format("noop").mode("overwrite").save()
+
+    jobs: dict[str, Callable[[], object]] = {
+        "df.write.parquet (the peer)": lambda: df.write.mode("overwrite").parquet(str(work / "out")),
+        "scan": lambda: noop(df),
+        "scan + route UDF": lambda: noop(df.withColumn("r", udf(keys))),
+        "scan + mapInArrow (no shuffle)": lambda: df.mapInArrow(count_rows, COUNT_SCHEMA).collect(),
+        "shuffle into 30 tasks + mapInArrow": lambda: (
+            df.withColumn("r", F.abs(F.hash("key")) % 30)
+            .repartition(30, "r")
+            .mapInArrow(count_rows, COUNT_SCHEMA)
+            .collect()
+        ),
+        "shuffle into 4 tasks + mapInArrow": lambda: (
+            df.withColumn("r", F.abs(F.hash("key")) % 30)
+            .repartition(4, "r")
+            .mapInArrow(count_rows, COUNT_SCHEMA)
+            .collect()
+        ),
+        "route UDF + shuffle into 4 sorted + mapInArrow": lambda: (
+            df.withColumn("r", udf(keys))
+            .repartition(4, "r")
+            .sortWithinPartitions("r")
+            .mapInArrow(count_rows, COUNT_SCHEMA)
+            .collect()
+        ),
+    }
+    for job in jobs.values():  # warm-up
+        job()
+    best: dict[str, float] = {}
+    for _ in range(args.repeat):
+        for name, job in jobs.items():
+            t0 = time.perf_counter()
+            job()
+            best[name] = min(best.get(name, float("inf")), time.perf_counter() - t0)
+    table = RichTable(title=f"Spark jobs over {args.rows:,} records, best of {args.repeat} (local[2])")
+    table.add_column("job")
+    table.add_column("seconds", justify="right")
+    for name, seconds in best.items():
+        table.add_row(name, f"{seconds:.2f}")
+    Console().print(table)
+
+
+if __name__ == "__main__":
+    main()
