@@ -110,6 +110,7 @@ def _install_torn_writes() -> None:
     cow_mod.write_base_file = torn_base_file
     cow_mod.write_spliced_base_file = torn_spliced_file
     compact_task_mod.write_base_file = torn_base_file
+    compact_task_mod.write_spliced_base_file = torn_spliced_file
 
     offsets: dict[str, int] = {}
     original_marker = mor_mod.create_marker

@@ -31,3 +31,18 @@ def committed_paths(path: str) -> set[str]:
         for s in timeline.commit_metadata(inst).write_stats()
         if s.path
     }
+
+
+def column_chunk_bytes(path: str, column: str, group: int = 0) -> bytes:
+    """The stored bytes of one column chunk of a parquet file (dictionary page included)."""
+    import pyarrow.parquet as pq
+
+    md = pq.read_metadata(path)
+    names = [md.schema.column(i).path for i in range(md.num_columns)]
+    chunk = md.row_group(group).column(names.index(column))
+    start = chunk.data_page_offset
+    if chunk.has_dictionary_page and chunk.dictionary_page_offset:
+        start = min(start, chunk.dictionary_page_offset)
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read(chunk.total_compressed_size)

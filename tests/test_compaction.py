@@ -647,21 +647,27 @@ def test_a_killed_compaction_is_rerun_by_the_next_compaction(tmp_path, monkeypat
     h.upsert(h.existing(60))
     import shoal.tasks.compact as task
 
-    real_write = task.write_base_file
-    calls = []
+    real_write, real_spliced = task.write_base_file, task.write_spliced_base_file
+    calls: list[str] = []
 
-    def dies_on_second_file(storage, path, data, opts):
-        calls.append(path)
-        if len(calls) == 2:
-            # Killed halfway through the second file.
-            storage.write_bytes(path, b"PAR1 torn")
-            raise RuntimeError("compactor killed")
-        return real_write(storage, path, data, opts)
+    def killed_on_second_file(real):
+        def write(storage, path, *args, **kwargs):
+            if path not in calls:
+                calls.append(path)
+            if len(calls) == 2:
+                # Killed halfway through the second file.
+                storage.write_bytes(path, b"PAR1 torn")
+                raise RuntimeError("compactor killed")
+            return real(storage, path, *args, **kwargs)
 
-    monkeypatch.setattr(task, "write_base_file", dies_on_second_file)
+        return write
+
+    monkeypatch.setattr(task, "write_base_file", killed_on_second_file(real_write))
+    monkeypatch.setattr(task, "write_spliced_base_file", killed_on_second_file(real_spliced))
     with pytest.raises(RuntimeError, match="compactor killed"):
         h.table.compact()
     monkeypatch.setattr(task, "write_base_file", real_write)
+    monkeypatch.setattr(task, "write_spliced_base_file", real_spliced)
     (t,) = h.table.pending_compactions()
     assert Path(h.path, ".hoodie", f"{t}.compaction.inflight").exists()
     assert not Path(h.path, ".hoodie", f"{t}.commit").exists()

@@ -17,6 +17,7 @@ import pytest
 
 import shoal
 from tests.hudi_oracle import hudi_rs_read, rows_by
+from tests.table_files import column_chunk_bytes
 
 COLUMNS = ["id", "city", "ts", "fare", "note"]
 
@@ -60,18 +61,6 @@ def _latest_base_file(table: shoal.Table) -> str:
     return files[-1]
 
 
-def _chunk_bytes(path: str, group: int, column: str) -> bytes:
-    md = pq.read_metadata(path)
-    names = [md.schema.column(i).path for i in range(md.num_columns)]
-    chunk = md.row_group(group).column(names.index(column))
-    start = chunk.data_page_offset
-    if chunk.has_dictionary_page and chunk.dictionary_page_offset:
-        start = min(start, chunk.dictionary_page_offset)
-    with open(path, "rb") as f:
-        f.seek(start)
-        return f.read(chunk.total_compressed_size)
-
-
 def _expect_equal(table: shoal.Table, expected: pa.Table) -> None:
     got = table.read(columns=COLUMNS)
     assert rows_by(got, COLUMNS, ["id"]) == rows_by(expected, COLUMNS, ["id"])
@@ -113,9 +102,9 @@ def test_updates_take_their_records_place_and_unchanged_chunks_are_copied(tmp_pa
     assert md.row_group(0).num_rows == 2000 and md.row_group(1).num_rows == 100
     # Columns no update changed are the replaced file's chunks; the others are encoded again.
     for column in ("_hoodie_record_key", "_hoodie_partition_path", "id", "city", "note"):
-        assert _chunk_bytes(new_file, 0, column) == _chunk_bytes(old_file, 0, column), column
+        assert column_chunk_bytes(new_file, column) == column_chunk_bytes(old_file, column), column
     for column in ("fare", "ts", "_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_file_name"):
-        assert _chunk_bytes(new_file, 0, column) != _chunk_bytes(old_file, 0, column), column
+        assert column_chunk_bytes(new_file, column) != column_chunk_bytes(old_file, column), column
     assert (
         pq.read_table(new_file).column("_hoodie_file_name").to_pylist() == [os.path.basename(new_file)] * 2100
     )
@@ -165,7 +154,7 @@ def test_deletes_in_a_row_group_rewrite_it_and_keep_the_others(tmp_path):
     md = pq.read_metadata(new_file)
     assert md.row_group(0).num_rows == first_rows
     for column in ("id", "fare", "note", "_hoodie_commit_seqno", "_hoodie_commit_time"):
-        assert _chunk_bytes(new_file, 0, column) == _chunk_bytes(old_file, 0, column), column
+        assert column_chunk_bytes(new_file, column) == column_chunk_bytes(old_file, column), column
     assert pq.read_table(new_file).column("id").to_pylist() == model.column("id").to_pylist()
     # A delete and an update of the same file in one commit (a soft delete by _hoodie_is_deleted).
     batch = _data([5, 6], ts=5).append_column("_hoodie_is_deleted", pa.array([True, False]))

@@ -75,23 +75,92 @@ class SliceMergeStats:
 
 def read_mor_slice(spec: MorSliceSpec, storage: Storage | None = None) -> pa.Table:
     """The merged records of one file slice, projected and filtered."""
-    return _read_mor_slice(spec, storage, with_stats=False)[0]
+    merge = merge_mor_slice(spec, storage)
+    return _project(merge.table(), spec.columns, spec.filters)
 
 
 def read_mor_slice_with_stats(
     spec: MorSliceSpec, storage: Storage | None = None
 ) -> tuple[pa.Table, SliceMergeStats]:
     """Like :func:`read_mor_slice`, with the merge's statistics (computed before projection)."""
-    table, stats = _read_mor_slice(spec, storage, with_stats=True)
-    assert stats is not None
-    return table, stats
+    merge = merge_mor_slice(spec, storage)
+    return _project(merge.table(), spec.columns, spec.filters), merge.stats()
 
 
-def _read_mor_slice(
-    spec: MorSliceSpec, storage: Storage | None, with_stats: bool
-) -> tuple[pa.Table, SliceMergeStats | None]:
+@dataclass(frozen=True)
+class SliceMerge:
+    """A merged slice in its parts: the base file's rows and which of them survive, then the log
+    records that survive (in log order; a key's survivor replaces its base row, if any)."""
+
+    base: pa.Table | None
+    # Per base row, whether it survives; None when no log entry counts (all of them do).
+    base_keep: pa.BooleanArray | None
+    survivors: pa.Table | None
+    entries: Sequence[tuple[pa.Array, pa.Array | None, pa.Array]]
+    num_blocks: int
+
+    def table(self) -> pa.Table:
+        """The merged records: surviving base rows in their order, then the surviving log
+        records."""
+        parts = []
+        if self.base is not None:
+            parts.append(self.base if self.base_keep is None else self.base.filter(self.base_keep))
+        if self.survivors is not None and (self.survivors.num_rows or not parts):
+            parts.append(self.survivors)
+        if not parts:
+            return pa.table({})
+        if len(parts) == 1:
+            return parts[0]
+        return pa.concat_tables(parts, promote_options="permissive")
+
+    def stats(self) -> SliceMergeStats:
+        """What the merge read and decided (the numbers a compaction commit reports). Sets are
+        built of the log's keys only and probed with the base file's, which are far more."""
+        entries = self.entries
+        log_keys = (
+            pc.unique(pa.concat_arrays([k.cast(pa.string()) for k, _, _ in entries]))
+            if entries
+            else pa.array([], pa.string())
+        )
+        base_keys = (
+            self.base.column(RECORD_KEY).combine_chunks().cast(pa.string())
+            if self.base is not None
+            else pa.array([], pa.string())
+        )
+        named = pc.is_in(base_keys, value_set=log_keys)  # base rows whose key the logs name
+        shared = base_keys.filter(named)
+        kept = len(base_keys) if self.base_keep is None else int(pc.sum(self.base_keep).as_py() or 0)
+        kept_named = int(
+            pc.sum(named if self.base_keep is None else pc.and_(named, self.base_keep)).as_py() or 0
+        )
+        survivors = (
+            self.survivors.column(RECORD_KEY).combine_chunks().cast(pa.string())
+            if self.survivors is not None
+            else pa.array([], pa.string())
+        )
+        replacing = int(pc.sum(pc.is_in(survivors, value_set=shared)).as_py() or 0)
+        written = kept + len(survivors)
+        log_only_keys = len(log_keys) - len(pc.unique(shared))
+        return SliceMergeStats(
+            log_blocks=self.num_blocks,
+            log_records=sum(len(k) for k, _, _ in entries),
+            log_keys=len(log_keys),
+            base_records=len(base_keys),
+            written=written,
+            updated=kept_named + replacing,
+            inserted=len(survivors) - replacing,
+            deleted=len(base_keys) + log_only_keys - written,
+        )
+
+
+def merge_mor_slice(
+    spec: MorSliceSpec, storage: Storage | None = None, base: pa.Table | None = None
+) -> SliceMerge:
+    """Merges a slice's base file (``base`` when the caller has read it already) with the log
+    blocks that count; no projection or filter."""
     storage = storage or Storage(spec.base_uri)
-    base = _read_base(storage, spec.base_file_path)
+    if base is None:
+        base = _read_base(storage, spec.base_file_path)
     blocks = _native.scan_log_files(
         [storage.full_path(p) for p in spec.log_file_paths],
         list(spec.completed_instants),
@@ -100,7 +169,6 @@ def _read_mor_slice(
     )
     record_tables: list[pa.Table | None] = []
     entries: list[tuple[pa.Array, pa.Array | None, pa.Array]] = []  # keys, ordering, kind
-    n_records = 0
     for block in blocks:
         kind = block.block_type
         if kind in ("AVRO_DATA_BLOCK", "PARQUET_DATA_BLOCK"):
@@ -115,7 +183,6 @@ def _read_mor_slice(
                 kinds[deleted] = KIND_ORDERED_DELETE
             ordering = _column_or_none(table, spec.ordering_field)
             entries.append((keys, ordering, pa.array(kinds)))
-            n_records += table.num_rows
         elif kind == "DELETE_BLOCK":
             deletes = block.deletes()
             if deletes.num_rows == 0:
@@ -124,37 +191,8 @@ def _read_mor_slice(
             entries.append((deletes.column("record_key"), ordering, kinds))
             # Deletes own no record row: pad the record stream with placeholders.
             record_tables.append(None)
-    merged = _merge(base, record_tables, entries, spec)
-    stats = _merge_stats(base, entries, merged, len(blocks)) if with_stats else None
-    return _project(merged, spec.columns, spec.filters), stats
-
-
-def _merge_stats(
-    base: pa.Table | None,
-    entries: Sequence[tuple[pa.Array, pa.Array | None, pa.Array]],
-    merged: pa.Table,
-    n_blocks: int,
-) -> SliceMergeStats:
-    base_keys = base.column(RECORD_KEY).combine_chunks() if base is not None else pa.array([], pa.string())
-    log_keys = (
-        pc.unique(pa.concat_arrays([k.cast(pa.string()) for k, _, _ in entries]))
-        if entries
-        else pa.array([], pa.string())
-    )
-    written = merged.column(RECORD_KEY) if merged.num_rows else pa.chunked_array([], pa.string())
-    in_base = pc.is_in(written, value_set=base_keys)
-    in_logs = pc.is_in(written, value_set=log_keys)
-    log_only_keys = len(log_keys) - int(pc.sum(pc.is_in(log_keys, value_set=base_keys)).as_py() or 0)
-    return SliceMergeStats(
-        log_blocks=n_blocks,
-        log_records=sum(len(k) for k, _, _ in entries),
-        log_keys=len(log_keys),
-        base_records=len(base_keys),
-        written=merged.num_rows,
-        updated=int(pc.sum(pc.and_(in_base, in_logs)).as_py() or 0),
-        inserted=int(pc.sum(pc.invert(in_base)).as_py() or 0),
-        deleted=len(base_keys) + log_only_keys - merged.num_rows,
-    )
+    base_keep, survivors = _merge(base, record_tables, entries, spec)
+    return SliceMerge(base, base_keep, survivors, entries, len(blocks))
 
 
 def _read_base(storage: Storage, path: str | None) -> pa.Table | None:
@@ -239,9 +277,10 @@ def _merge(
     record_tables: Sequence[pa.Table | None],
     entries: Sequence[tuple[pa.Array, pa.Array | None, pa.Array]],
     spec: MorSliceSpec,
-) -> pa.Table:
+) -> tuple[pa.BooleanArray | None, pa.Table | None]:
+    """Which base rows survive (None: all) and the log records that do."""
     if not entries:
-        return base if base is not None else pa.table({})
+        return None, None
     base_keys = base.column(RECORD_KEY).combine_chunks() if base is not None else pa.array([], pa.string())
     log_keys = pa.concat_arrays([k.cast(pa.string()) for k, _, _ in entries])
     kinds = pa.concat_arrays([k for _, _, k in entries])
@@ -259,17 +298,19 @@ def _merge(
             tables.append(table)
         pos += len(keys)
     parts = []
-    if base is not None:
-        parts.append(base.filter(base_keep))
     take = log_take.to_numpy()
     for lo, hi, ti in starts:
         sel = take[(take >= lo) & (take < hi)] - lo
         if len(sel):
             parts.append(tables[ti].take(pa.array(sel)))
-    if not parts:
-        # Only tombstones and no base file: an empty slice.
-        return base.slice(0, 0) if base is not None else tables[0].slice(0, 0) if tables else pa.table({})
-    return pa.concat_tables(parts, promote_options="permissive")
+    if parts:
+        survivors = pa.concat_tables(parts, promote_options="permissive")
+    elif base is None and tables:
+        # Only tombstones and no base file: an empty slice with the records' columns.
+        survivors = tables[0].slice(0, 0)
+    else:
+        survivors = None
+    return (base_keep if base is not None else None), survivors
 
 
 def _ranks(

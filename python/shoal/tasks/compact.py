@@ -11,17 +11,29 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from shoal.fs.markers import create_marker
 from shoal.fs.naming import base_file_name, write_token
 from shoal.fs.storage import Storage
-from shoal.read.mor import MorSliceSpec, read_mor_slice_with_stats
+from shoal.read.mor import MorSliceSpec, SliceMerge, merge_mor_slice
+from shoal.tasks.cow_write import plain_columns
+from shoal.tasks.merge_layout import merge_in_place
 from shoal.timeline.commit_metadata import WriteStat
-from shoal.write.base_file import BaseFileOptions, write_base_file
+from shoal.write.base_file import (
+    SPLICE_CODECS,
+    BaseFileOptions,
+    row_group_rows,
+    write_base_file,
+    write_spliced_base_file,
+)
 from shoal.write.schema import META_COLUMNS
 
 FILE_NAME = "_hoodie_file_name"
+RECORD_KEY = "_hoodie_record_key"
 
 
 @dataclass(frozen=True)
@@ -60,7 +72,8 @@ def run_compaction_task(spec: CompactionTaskSpec, storage: Storage | None = None
     create_marker(storage, spec.instant, path, "MERGE" if spec.base_file else "CREATE")
     create_marker(storage, spec.instant, tmp, "CREATE")
     started = time.monotonic()
-    merged, stats = read_mor_slice_with_stats(
+    stored = _read_base_file(spec, storage)
+    merge = merge_mor_slice(
         MorSliceSpec(
             base_uri=spec.base_uri,
             partition_path=spec.partition_path,
@@ -73,11 +86,16 @@ def run_compaction_task(spec: CompactionTaskSpec, storage: Storage | None = None
             event_time_ordering=spec.event_time_ordering,
         ),
         storage,
+        base=stored.rows if stored is not None else None,
     )
+    stats = merge.stats()
     scanned = time.monotonic()
-    if merged.num_columns == 0:
-        return None
-    size = write_base_file(storage, tmp, _with_file_name(merged, name), spec.options)
+    size = _write_spliced(storage, tmp, name, merge, stored, spec.options) if stored is not None else None
+    if size is None:
+        merged = merge.table()
+        if merged.num_columns == 0:
+            return None
+        size = write_base_file(storage, tmp, _with_file_name(merged, name), spec.options)
     storage.fs.move(storage.full_path(tmp), storage.full_path(path))
     elapsed_ms = int((time.monotonic() - scanned) * 1000)
     return WriteStat(
@@ -102,6 +120,70 @@ def run_compaction_task(spec: CompactionTaskSpec, storage: Storage | None = None
             "totalCreateTime": 0 if spec.base_file else elapsed_ms,
         },
     )
+
+
+@dataclass(frozen=True)
+class _StoredBase:
+    """The slice's base file: its rows, bytes (a uint8 array), row group sizes and the columns it
+    stores without a dictionary."""
+
+    rows: pa.Table
+    raw: pa.Array
+    group_rows: list[int]
+    plain: list[str]
+
+
+def _read_base_file(spec: CompactionTaskSpec, storage: Storage) -> _StoredBase | None:
+    """The base file, read whole into memory when its new version can copy column chunks from
+    it (a codec the splicing writer has); None otherwise (the merge reads it itself)."""
+    if spec.base_file is None or spec.options.compression not in SPLICE_CODECS:
+        return None
+    with storage.open_input_file(_in_partition(spec.partition_path, spec.base_file)) as f:
+        content = f.read_buffer()
+    metadata = pq.read_metadata(pa.BufferReader(content))
+    rows = pq.read_table(pa.BufferReader(content))
+    raw = pa.Array.from_buffers(pa.uint8(), len(content), [None, content])
+    group_rows = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
+    return _StoredBase(rows, raw, group_rows, plain_columns(metadata))
+
+
+def _write_spliced(
+    storage: Storage, path: str, name: str, merge: SliceMerge, stored: _StoredBase, opts: BaseFileOptions
+) -> int | None:
+    """Writes the merged slice with its records in the base file's order (a log record in the
+    place of the base record it replaces, records only the logs hold after them), copying the
+    column chunks no log record changed; None, having written nothing, when it cannot."""
+    base = stored.rows
+    if FILE_NAME not in base.column_names or RECORD_KEY not in base.column_names:
+        return None
+    survivors = merge.survivors if merge.survivors is not None else base.slice(0, 0)
+    if RECORD_KEY not in survivors.column_names or FILE_NAME not in survivors.column_names:
+        return None
+    base_keys = base.column(RECORD_KEY)
+    dropped = (
+        pc.invert(merge.base_keep)
+        if merge.base_keep is not None
+        else pa.repeat(pa.scalar(False), base.num_rows)
+    )
+    survivor_keys = survivors.column(RECORD_KEY).combine_chunks()
+    # Base rows no survivor replaces are deleted: name them as deletes, the survivors as writes.
+    deleted = base_keys.filter(pc.and_(dropped, pc.invert(pc.is_in(base_keys, value_set=survivor_keys))))
+    keys = pa.chunked_array([survivor_keys, *deleted.chunks], survivor_keys.type)
+    writes = np.concatenate([np.ones(len(survivor_keys), dtype=bool), np.zeros(len(deleted), dtype=bool)])
+    layout = merge_in_place(
+        base.drop_columns([FILE_NAME]),
+        stored.group_rows,
+        dropped,
+        pa.table({RECORD_KEY: keys}),
+        writes,
+        survivors,
+        name,
+        row_group_rows(base, opts),
+    )
+    if layout is None:
+        return None
+    groups = [(g.start, g.num_rows, g.sources) for g in layout.row_groups]
+    return write_spliced_base_file(storage, path, layout.rows, groups, stored.raw, opts, None, stored.plain)
 
 
 def _in_partition(partition_path: str, name: str) -> str:

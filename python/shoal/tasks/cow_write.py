@@ -233,10 +233,10 @@ def _read_old(spec: CowWriteSpec, storage: Storage) -> StoredFile:
             field_ = pf.schema_arrow.field(name)
             old = old.add_column(names.index(name), field_, old.column(RECORD_KEY))
         group_rows = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
-        return StoredFile(old, metadata.metadata or {}, _plain_columns(metadata), raw, group_rows)
+        return StoredFile(old, metadata.metadata or {}, plain_columns(metadata), raw, group_rows)
 
 
-def _plain_columns(metadata: pq.FileMetaData) -> list[str]:
+def plain_columns(metadata: pq.FileMetaData) -> list[str]:
     """Top-level columns without a dictionary page in any row group: the writer judged (or was
     told) that a dictionary does not pay for them, and a merge keeps most of their values."""
     if metadata.num_row_groups == 0:

@@ -114,7 +114,10 @@ def merge_in_place(
         name = field.name
         if name == FILE_NAME:
             n = int(keep.sum()) + len(inserted)
-            columns.append(pa.chunked_array([constant_column(file_name, n)], field.type))
+            names_column: pa.Array = constant_column(file_name, n)
+            if not pa.types.is_dictionary(field.type):
+                names_column = pa.repeat(pa.scalar(file_name, field.type), n)
+            columns.append(pa.chunked_array([names_column], field.type))
             continue
         stored = old.column(name)
         if head_take is None or (not changed.get(name) and not len(deleted_at)):
