@@ -65,16 +65,17 @@ def merge_in_place(
     ``hit``: per stored row, whether an incoming record names its key. ``is_upsert``: per
     incoming record, whether it is written (else it deletes); None when all are. ``new_rows``:
     the written records, in their order, with meta columns. ``file_name``: the new file's name.
-    None when the stored rows cannot be merged in place: a key stored twice, or columns whose
-    types differ from the new rows'."""
+    None when the stored rows cannot be merged in place: no stored rows, a key stored twice, a
+    named row whose record is missing, or columns whose types differ from the new rows'."""
     n_old = old.num_rows
     names = list(old.column_names)
-    if sum(old_group_rows) != n_old:
+    if not n_old or sum(old_group_rows) != n_old:
         return None
     if new_rows.num_rows == 0:
         # Deletes alone: the stored columns, and the new file name.
         name_type = pa.dictionary(pa.int32(), pa.string())
-        schema = old.schema.insert(META_COLUMNS.index(FILE_NAME), pa.field(FILE_NAME, name_type))
+        at = min(META_COLUMNS.index(FILE_NAME), len(old.schema))
+        schema = old.schema.insert(at, pa.field(FILE_NAME, name_type))
     else:
         if set(names) != set(new_rows.column_names) - {FILE_NAME}:
             return None
@@ -85,6 +86,8 @@ def merge_in_place(
     incoming = pc.index_in(
         old.column(RECORD_KEY).take(pa.array(hit_rows)), value_set=records.column(RECORD_KEY)
     )
+    if incoming.null_count:
+        return None  # a stored row said to be named by a record that is not there
     record_of_hit = incoming.to_numpy(zero_copy_only=False)
     if len(np.unique(record_of_hit)) != len(record_of_hit):
         return None  # a stored key twice: each copy would take the same record
