@@ -112,33 +112,10 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
         if num_deletes_hit == 0:
             inserted = upserts.column(RECORD_KEY).filter(pc.invert(updated))
             keys = _extended_key_footer(stored.footer if stored else {}, spec.options, inserted)
-    out, size = None, None
-    if stored is not None and stored.raw is not None and replaced is not None:
-        layout = merge_in_place(
-            stored.rows,
-            stored.group_rows,
-            replaced,
-            records,
-            None if all_upserts or is_upsert is None else _bools(is_upsert),
-            new_rows,
-            name,
-            row_group_rows(stored.rows, spec.options),
-        )
-        if layout is not None:
-            out = layout.rows
-            groups = [(g.start, g.num_rows, g.sources) for g in layout.row_groups]
-            size = write_spliced_base_file(
-                storage, path, out, groups, stored.raw, spec.options, keys, stored.plain
-            )
-    if out is None:
-        out = new_rows
-        if stored is not None and replaced is not None:
-            kept = _filter_rows(stored.rows, pc.invert(replaced))
-            if kept.num_rows:
-                kept = kept.add_column(FILE_NAME_INDEX, FILE_NAME, constant_column(name, kept.num_rows))
-                out = pa.concat_tables([kept, new_rows], promote_options="permissive")
-    if size is None:
-        size = write_base_file(storage, path, out, spec.options, keys, stored.plain if stored else [])
+    mask = None if all_upserts or is_upsert is None else _bools(is_upsert)
+    out, size = _write_slice(
+        storage, path, name, spec.options, stored, replaced, records, mask, new_rows, keys
+    )
     return WriteStat(
         fileId=spec.file_id,
         path=path,
@@ -156,6 +133,45 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
             "totalCreateTime": 0,
         },
     )
+
+
+def _write_slice(
+    storage: Storage,
+    path: str,
+    name: str,
+    options: BaseFileOptions,
+    stored: StoredFile | None,
+    replaced: pa.ChunkedArray | None,
+    records: pa.Table,
+    is_upsert: np.ndarray | None,
+    new_rows: pa.Table,
+    keys: KeyFooterValues | None,
+) -> tuple[pa.Table, int]:
+    """Writes the new slice's base file and returns its rows and size. A merge into a base
+    file lays the records out in place and copies the column chunks no update changed; when it
+    cannot (or for a new file group, or a merge-on-read slice with logs), the kept rows and then
+    the new ones are written whole."""
+    plain = stored.plain if stored is not None else []
+    if stored is not None and stored.raw is not None and replaced is not None:
+        target = row_group_rows(stored.rows, options)
+        layout = merge_in_place(
+            stored.rows, stored.group_rows, replaced, records, is_upsert, new_rows, name, target
+        )
+        if layout is not None:
+            groups = [(g.start, g.num_rows, g.sources) for g in layout.row_groups]
+            size = write_spliced_base_file(
+                storage, path, layout.rows, groups, stored.raw, options, keys, plain
+            )
+            if size is not None:
+                return layout.rows, size
+            return layout.rows, write_base_file(storage, path, layout.rows, options, keys, plain)
+    out = new_rows
+    if stored is not None and replaced is not None:
+        kept = _filter_rows(stored.rows, pc.invert(replaced))
+        if kept.num_rows:
+            kept = kept.add_column(FILE_NAME_INDEX, FILE_NAME, constant_column(name, kept.num_rows))
+            out = pa.concat_tables([kept, new_rows], promote_options="permissive")
+    return out, write_base_file(storage, path, out, options, keys, plain)
 
 
 def _filter_rows(table: pa.Table, mask: pa.ChunkedArray) -> pa.Table:
