@@ -152,43 +152,6 @@ def write_base_file(
     return storage.size(path)
 
 
-def _write_native(
-    storage: Storage,
-    path: str,
-    data: pa.Table,
-    row_groups: list[tuple[int, int, list[int]]],
-    source: pa.Array,
-    opts: BaseFileOptions,
-    dictionary: bool | list[str],
-    meta: dict[str, str],
-) -> int | None:
-    """Writes ``data`` with the Rust core's parquet writer as ``row_groups``, copying chunks
-    from ``source`` where a row group says so; None, having written nothing, when ``source``
-    stores the columns differently."""
-    if isinstance(dictionary, bool):
-        dictionary = list(data.column_names) if dictionary else []
-    # pyarrow stores dictionary arrays with a dictionary whatever it is told; the Rust writer
-    # needs to be told (dictionary_columns leaves them out).
-    dictionary = list(dictionary) + [f.name for f in data.schema if pa.types.is_dictionary(f.type)]
-    written = _native.splice_base_file(
-        source,
-        data.schema,
-        [(data.slice(start, n), sources) for start, n, sources in row_groups],
-        opts.compression,
-        dictionary,
-        sorted(_NO_STATISTICS),
-        DICTIONARY_PAGE_LIMIT,
-        opts.page_size,
-        list(meta.items()),
-    )
-    if written is None:
-        return None
-    storage.makedirs(path.rsplit("/", 1)[0] if "/" in path else "")
-    with storage.fs.open_output_stream(storage.full_path(path)) as out:
-        out.write(written.buffers()[1])
-    return len(written)
-
-
 def _footer_metadata(data: pa.Table, opts: BaseFileOptions, keys: KeyFooterValues | None) -> dict[str, str]:
     """The footer entries Hudi readers look for: record-key bounds and bloom filter (computed
     from ``data`` unless ``keys`` gives them) and the Avro schema."""
@@ -233,8 +196,28 @@ def write_spliced_base_file(
     dictionary = dictionary_columns(
         data.select([c for c in data.column_names if c in encoded]), plain_columns
     )
-    meta = _footer_metadata(data, opts, keys)
-    return _write_native(storage, path, data, row_groups, replaced, opts, dictionary, meta)
+    if isinstance(dictionary, bool):
+        dictionary = list(data.column_names) if dictionary else []
+    # pyarrow stores dictionary arrays with a dictionary whatever it is told; the Rust writer
+    # needs to be told (dictionary_columns leaves them out).
+    dictionary = list(dictionary) + [f.name for f in data.schema if pa.types.is_dictionary(f.type)]
+    written = _native.splice_base_file(
+        replaced,
+        data.schema,
+        [(data.slice(start, n), sources) for start, n, sources in row_groups],
+        opts.compression,
+        dictionary,
+        sorted(_NO_STATISTICS),
+        DICTIONARY_PAGE_LIMIT,
+        opts.page_size,
+        list(_footer_metadata(data, opts, keys).items()),
+    )
+    if written is None:
+        return None
+    storage.makedirs(path.rsplit("/", 1)[0] if "/" in path else "")
+    with storage.fs.open_output_stream(storage.full_path(path)) as out:
+        out.write(written.buffers()[1])
+    return len(written)
 
 
 def key_footer_values(keys: pa.ChunkedArray | pa.Array, opts: BaseFileOptions) -> KeyFooterValues | None:
