@@ -180,6 +180,24 @@ def _bulk_inserted(spark, path: str, seed: int, table_type: str) -> tuple[Batche
     return batches, model
 
 
+def _first_attempt_fails_after(record_dir: Path, files: int, partition: int | None = None):
+    """A hook run after each file a write task writes: a first attempt (in Spark partition
+    ``partition``, or any) records each file in ``record_dir`` and fails once it has written
+    ``files`` of them."""
+
+    def hook(spec, stat):
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context.attemptNumber() != 0 or (partition is not None and context.partitionId() != partition):
+            return
+        (record_dir / str(len(list(record_dir.iterdir())))).write_text(stat.path)
+        if len(list(record_dir.iterdir())) == files:
+            raise RuntimeError(f"injected failure of a write task's first attempt after {files} files")
+
+    return hook
+
+
 def _assert_model_rows_once(path: str, model: Model) -> None:
     """shoal and hudi-rs read the model's rows, each key once, and no stray files are left."""
     _assert_no_stray_files(path)
@@ -196,15 +214,8 @@ def test_failed_task_attempt_leaves_no_duplicates_or_files(spark, tmp_path, tabl
     batches, model = _bulk_inserted(spark, path, 9, table_type)
     failed_dir = tmp_path / "failed_attempts"
     failed_dir.mkdir()
-
-    def fail_first_attempt(spec, stat):
-        from pyspark import TaskContext
-
-        context = TaskContext.get()
-        if context.partitionId() == 0 and context.attemptNumber() == 0:
-            # Remember the file this attempt wrote, then fail after writing it.
-            (failed_dir / f"{context.taskAttemptId()}").write_text(stat.path)
-            raise RuntimeError("injected failure of a write task's first attempt")
+    # Spark partition 0's first attempt fails right after writing its first file.
+    fail_first_attempt = _first_attempt_fails_after(failed_dir, 1, partition=0)
 
     updates = batches.upserts()
     result = _write(spark.createDataFrame(_arrow(updates, False)), path, "upsert", {}, fail_first_attempt)
@@ -356,14 +367,7 @@ def test_a_task_of_several_buckets_fails_after_writing_some(spark, tmp_path, tab
     written_dir = tmp_path / "first_attempt"
     written_dir.mkdir()
 
-    def fail_after_second_bucket(spec, stat):
-        from pyspark import TaskContext
-
-        context = TaskContext.get()
-        if context.attemptNumber() == 0:
-            (written_dir / f"{len(list(written_dir.iterdir()))}").write_text(stat.path)
-            if len(list(written_dir.iterdir())) == 2:
-                raise RuntimeError("injected failure after two buckets")
+    fail_after_second_bucket = _first_attempt_fails_after(written_dir, 2)
 
     updates = batches.upserts()
     result = _write(

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice
 from shoal.index.footer import KeyFooter, read_key_footer
+from shoal.index.membership import held_by
 
 RECORD_KEY = "_hoodie_record_key"
 
@@ -150,9 +151,7 @@ class BloomIndex:
                 return None
             idx, probe = found
         file_keys = self._file_keys(sl.base_file.path)
-        # Hash the probed keys, far fewer than the file's, then only the file keys that matched.
-        held = file_keys.filter(pc.is_in(file_keys, value_set=probe))
-        sel = pc.indices_nonzero(pc.is_in(probe, value_set=held))
+        sel = pc.indices_nonzero(held_by(probe, file_keys))
         return sel if idx is None else idx.take(sel)
 
     def _file_keys(self, path: str) -> pa.ChunkedArray:

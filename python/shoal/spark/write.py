@@ -89,6 +89,7 @@ from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bloom import BloomIndex
 from shoal.index.bucket import BucketIndex, bucket_ids, bucket_of_file
 from shoal.index.footer import KeyFooter, read_key_footer
+from shoal.index.membership import held_by
 from shoal.keygen import KeyGenerator, key_generator_from_properties
 from shoal.services.compaction import base_file_options
 from shoal.spark.executor import SparkExecutor, name_attempt, spark_job
@@ -1419,11 +1420,7 @@ def _split_strays(spec: LogAppendSpec, records: pa.Table) -> tuple[pa.Table, pa.
     storage = Storage(spec.base_uri)
     with storage.open_input_file(path) as f:
         base_keys = pq.read_table(f, columns=[RECORD_KEY]).column(RECORD_KEY)
-    # Hash the records' keys (a bucket's share) and probe the file's (every record it holds),
-    # not the other way round: building the set costs far more per key than probing it.
-    incoming = records.column(RECORD_KEY)
-    stored = base_keys.filter(pc.is_in(base_keys, value_set=incoming))
-    held = pc.is_in(incoming, value_set=stored)
+    held = held_by(records.column(RECORD_KEY), base_keys)
     strays = records.filter(pc.and_(pc.invert(held), pc.equal(records.column(OP_COLUMN), OP_UPSERT)))
     return records.filter(held), strays
 

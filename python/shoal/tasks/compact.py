@@ -20,7 +20,7 @@ from shoal.fs.markers import create_marker
 from shoal.fs.naming import base_file_name, write_token
 from shoal.fs.storage import Storage
 from shoal.read.mor import MorSliceSpec, SliceMerge, merge_mor_slice
-from shoal.tasks.cow_write import plain_columns
+from shoal.tasks.cow_write import StoredFile
 from shoal.tasks.merge_layout import merge_in_place
 from shoal.timeline.commit_metadata import WriteStat
 from shoal.write.base_file import (
@@ -30,6 +30,7 @@ from shoal.write.base_file import (
     write_base_file,
     write_spliced_base_file,
 )
+from shoal.write.replaced_file import plain_columns, read_replaced_file
 from shoal.write.schema import META_COLUMNS
 
 FILE_NAME = "_hoodie_file_name"
@@ -122,33 +123,21 @@ def run_compaction_task(spec: CompactionTaskSpec, storage: Storage | None = None
     )
 
 
-@dataclass(frozen=True)
-class _StoredBase:
-    """The slice's base file: its rows, bytes (a uint8 array), row group sizes and the columns it
-    stores without a dictionary."""
-
-    rows: pa.Table
-    raw: pa.Array
-    group_rows: list[int]
-    plain: list[str]
-
-
-def _read_base_file(spec: CompactionTaskSpec, storage: Storage) -> _StoredBase | None:
+def _read_base_file(spec: CompactionTaskSpec, storage: Storage) -> StoredFile | None:
     """The base file, read whole into memory when its new version can copy column chunks from
     it (a codec the splicing writer has); None otherwise (the merge reads it itself)."""
     if spec.base_file is None or spec.options.compression not in SPLICE_CODECS:
         return None
-    with storage.open_input_file(_in_partition(spec.partition_path, spec.base_file)) as f:
-        content = f.read_buffer()
-    metadata = pq.read_metadata(pa.BufferReader(content))
-    rows = pq.read_table(pa.BufferReader(content))
-    raw = pa.Array.from_buffers(pa.uint8(), len(content), [None, content])
-    group_rows = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
-    return _StoredBase(rows, raw, group_rows, plain_columns(metadata))
+    replaced = read_replaced_file(storage, _in_partition(spec.partition_path, spec.base_file))
+    rows = pq.read_table(replaced.reader())
+    metadata = replaced.metadata
+    return StoredFile(
+        rows, metadata.metadata or {}, plain_columns(metadata), replaced.raw, replaced.group_rows
+    )
 
 
 def _write_spliced(
-    storage: Storage, path: str, name: str, merge: SliceMerge, stored: _StoredBase, opts: BaseFileOptions
+    storage: Storage, path: str, name: str, merge: SliceMerge, stored: StoredFile, opts: BaseFileOptions
 ) -> int | None:
     """Writes the merged slice with its records in the base file's order (a log record in the
     place of the base record it replaces, records only the logs hold after them), copying the
@@ -167,7 +156,8 @@ def _write_spliced(
     )
     survivor_keys = survivors.column(RECORD_KEY).combine_chunks()
     # Base rows no survivor replaces are deleted: name them as deletes, the survivors as writes.
-    deleted = base_keys.filter(pc.and_(dropped, pc.invert(pc.is_in(base_keys, value_set=survivor_keys))))
+    dropped_keys = base_keys.filter(dropped)
+    deleted = dropped_keys.filter(pc.invert(pc.is_in(dropped_keys, value_set=survivor_keys)))
     keys = pa.chunked_array([survivor_keys, *deleted.chunks], survivor_keys.type)
     writes = np.concatenate([np.ones(len(survivor_keys), dtype=bool), np.zeros(len(deleted), dtype=bool)])
     layout = merge_in_place(

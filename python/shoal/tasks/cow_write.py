@@ -19,7 +19,7 @@ from shoal.fs.storage import Storage
 from shoal.index.bloom_reuse import BloomConfig, extended_footer
 from shoal.index.footer import BLOOM_FILTER_KEY, BLOOM_FILTER_TYPE_KEY, MAX_RECORD_KEY, MIN_RECORD_KEY
 from shoal.read.mor import MorSliceSpec, read_mor_slice
-from shoal.tasks.merge_layout import merge_in_place
+from shoal.tasks.merge_layout import as_bools, merge_in_place
 from shoal.timeline.commit_metadata import NULL_COMMIT, WriteStat
 from shoal.write.base_file import (
     SPLICE_CODECS,
@@ -31,6 +31,7 @@ from shoal.write.base_file import (
     write_base_file,
     write_spliced_base_file,
 )
+from shoal.write.replaced_file import plain_columns, read_replaced_file
 from shoal.write.schema import META_COLUMNS
 
 RECORD_KEY = "_hoodie_record_key"
@@ -112,7 +113,7 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
         if num_deletes_hit == 0:
             inserted = upserts.column(RECORD_KEY).filter(pc.invert(updated))
             keys = _extended_key_footer(stored.footer if stored else {}, spec.options, inserted)
-    mask = None if all_upserts or is_upsert is None else _bools(is_upsert)
+    mask = None if all_upserts or is_upsert is None else as_bools(is_upsert)
     out, size = _write_slice(
         storage, path, name, spec.options, stored, replaced, records, mask, new_rows, keys
     )
@@ -211,10 +212,6 @@ class StoredFile:
     group_rows: list[int] = field(default_factory=list)
 
 
-def _bools(mask: pa.ChunkedArray) -> np.ndarray:
-    return np.asarray(mask.combine_chunks().to_numpy(zero_copy_only=False), dtype=bool)
-
-
 def _read_old(spec: CowWriteSpec, storage: Storage) -> StoredFile:
     """Reads the slice a merge replaces (see StoredFile)."""
     if spec.old_slice is not None:
@@ -224,16 +221,14 @@ def _read_old(spec: CowWriteSpec, storage: Storage) -> StoredFile:
             old = old.set_column(i, column, pc.dictionary_encode(old.column(column)))
         return StoredFile(old, {}, [])
     assert spec.old_base_path is not None
-    with storage.open_input_file(spec.old_base_path) as stream:
-        raw = None
-        f: pa.NativeFile = stream
-        if spec.options.compression in SPLICE_CODECS:
-            # The whole file, which the merge reads nearly all of: the chunks it keeps are then
-            # copied from memory.
-            content = stream.read_buffer()
-            raw = pa.Array.from_buffers(pa.uint8(), len(content), [None, content])
-            f = pa.BufferReader(content)
-        metadata = pq.read_metadata(f)
+    # For a codec the splicing writer has, the whole file, which the merge reads nearly all of:
+    # the chunks it keeps are then copied from memory.
+    replaced = (
+        read_replaced_file(storage, spec.old_base_path) if spec.options.compression in SPLICE_CODECS else None
+    )
+    source = replaced.reader() if replaced is not None else storage.open_input_file(spec.old_base_path)
+    with source as f:
+        metadata = replaced.metadata if replaced is not None else pq.read_metadata(f)
         # Read as dictionaries, these columns decode to indices only and write back the same way:
         # the per-file meta columns, and string columns of one value (a partition field).
         dictionaries = _DICTIONARY_COLUMNS + _constant_string_columns(metadata, spec.ordering_field)
@@ -242,29 +237,17 @@ def _read_old(spec: CowWriteSpec, storage: Storage) -> StoredFile:
         # A record key field holds the record keys themselves (simple key generators): its column
         # chunks are then byte for byte those of _hoodie_record_key, which is decoded once. The
         # comparison reads both chunks: cheap from a local disk or memory, not from an object store.
-        local = raw is not None or isinstance(storage.fs, pafs.LocalFileSystem)
+        local = replaced is not None or isinstance(storage.fs, pafs.LocalFileSystem)
         twins = _copies_of_record_keys(f, metadata, pf.schema_arrow) if local else []
         old = pf.read(columns=[c for c in names if c not in twins])
         for name in twins:
             field_ = pf.schema_arrow.field(name)
             old = old.add_column(names.index(name), field_, old.column(RECORD_KEY))
-        group_rows = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
-        return StoredFile(old, metadata.metadata or {}, plain_columns(metadata), raw, group_rows)
-
-
-def plain_columns(metadata: pq.FileMetaData) -> list[str]:
-    """Top-level columns without a dictionary page in any row group: the writer judged (or was
-    told) that a dictionary does not pay for them, and a merge keeps most of their values."""
-    if metadata.num_row_groups == 0:
-        return []
-    names = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
-    return [
-        name
-        for i, name in enumerate(names)
-        if not any(
-            metadata.row_group(g).column(i).has_dictionary_page for g in range(metadata.num_row_groups)
+        if replaced is None:
+            return StoredFile(old, metadata.metadata or {}, plain_columns(metadata))
+        return StoredFile(
+            old, metadata.metadata or {}, plain_columns(metadata), replaced.raw, replaced.group_rows
         )
-    ]
 
 
 def _copies_of_record_keys(f: pa.NativeFile, metadata: pq.FileMetaData, schema: pa.Schema) -> list[str]:

@@ -82,7 +82,7 @@ def merge_in_place(
         if any(old.schema.field(c).type != new_rows.schema.field(c).type for c in names):
             return None
         schema = new_rows.schema
-    hit_rows = np.flatnonzero(_to_numpy_bool(hit))
+    hit_rows = np.flatnonzero(as_bools(hit))
     incoming = pc.index_in(
         old.column(RECORD_KEY).take(pa.array(hit_rows)), value_set=records.column(RECORD_KEY)
     )
@@ -156,7 +156,8 @@ def merge_in_place(
     return MergeLayout(rows, groups)
 
 
-def _to_numpy_bool(mask: pa.ChunkedArray | pa.Array) -> np.ndarray:
+def as_bools(mask: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """A boolean Arrow column as a numpy array (nulls as False)."""
     array = mask.combine_chunks() if isinstance(mask, pa.ChunkedArray) else mask
     return np.asarray(array.to_numpy(zero_copy_only=False), dtype=bool)
 

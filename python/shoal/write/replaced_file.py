@@ -1,0 +1,54 @@
+"""The base file a merge or a compaction replaces, read whole into memory: its new version is
+written from its rows and copies the column chunks that did not change from these bytes
+(write/base_file.py, ``write_spliced_base_file``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from shoal.fs.storage import Storage
+
+
+@dataclass(frozen=True)
+class ReplacedFile:
+    """A base file's bytes (``content``, and ``raw``: the same bytes as a uint8 array for the
+    Rust core) and its footer."""
+
+    content: pa.Buffer
+    raw: pa.Array
+    metadata: pq.FileMetaData
+
+    @property
+    def group_rows(self) -> list[int]:
+        """Rows of each row group."""
+        return [self.metadata.row_group(g).num_rows for g in range(self.metadata.num_row_groups)]
+
+    def reader(self) -> pa.BufferReader:
+        """A file over the bytes, for pyarrow's parquet reader."""
+        return pa.BufferReader(self.content)
+
+
+def read_replaced_file(storage: Storage, path: str) -> ReplacedFile:
+    """Reads the base file at ``path`` into memory (one read: a merge decodes nearly all of it)."""
+    with storage.open_input_file(path) as f:
+        content = f.read_buffer()
+    raw = pa.Array.from_buffers(pa.uint8(), len(content), [None, content])
+    return ReplacedFile(content, raw, pq.read_metadata(pa.BufferReader(content)))
+
+
+def plain_columns(metadata: pq.FileMetaData) -> list[str]:
+    """Top-level columns without a dictionary page in any row group: the writer judged (or was
+    told) that a dictionary does not pay for them, and a merge keeps most of their values."""
+    if metadata.num_row_groups == 0:
+        return []
+    names = [metadata.schema.column(i).path for i in range(metadata.num_columns)]
+    return [
+        name
+        for i, name in enumerate(names)
+        if not any(
+            metadata.row_group(g).column(i).has_dictionary_page for g in range(metadata.num_row_groups)
+        )
+    ]
