@@ -119,7 +119,11 @@ fn bench_splice(c: &mut Criterion) {
             sources,
         }];
         group.bench_with_input(BenchmarkId::from_parameter(name), &plan, |b, plan| {
-            b.iter(|| write_spliced(&old, &schema(), plan, &opts).unwrap())
+            b.iter(|| {
+                write_spliced(&old, &schema(), plan, &opts)
+                    .unwrap()
+                    .unwrap()
+            })
         });
     }
     group.finish();

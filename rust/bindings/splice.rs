@@ -80,10 +80,7 @@ fn splice_base_file<'py>(
     let written = py
         .detach(|| -> crate::Result<Option<Vec<u8>>> {
             let old = ReplacedFile::parse(Bytes::from_owner(Owned(owner)))?;
-            if !old.holds(&schema) {
-                return Ok(None);
-            }
-            crate::splice::write_spliced(&old, &schema, &plan, &opts).map(Some)
+            crate::splice::write_spliced(&old, &schema, &plan, &opts)
         })
         .map_err(to_py_err)?;
     written

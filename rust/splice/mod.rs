@@ -206,17 +206,16 @@ fn parquet_err(e: parquet::errors::ParquetError) -> Error {
 
 /// Writes the new base file: each row group of ``plan`` in order, each field either encoded
 /// from the plan's rows or copied from the replaced file. ``schema`` is the rows' Arrow schema
-/// (dictionary fields allowed), which the replaced file must hold (``ReplacedFile::holds``).
+/// (dictionary fields allowed). None when the replaced file does not store those columns the
+/// way this writer would (``ReplacedFile::holds``): the caller writes the rows another way.
 pub fn write_spliced(
     old: &ReplacedFile,
     schema: &SchemaRef,
     plan: &[RowGroupPlan],
     opts: &EncodeOptions,
-) -> Result<Vec<u8>> {
+) -> Result<Option<Vec<u8>>> {
     if !old.holds(schema) {
-        return Err(Error::InvalidArgument(
-            "the rows' schema is not the replaced file's".into(),
-        ));
+        return Ok(None);
     }
     let descr = old.schema();
     let root = descr.root_schema_ptr();
@@ -306,7 +305,7 @@ pub fn write_spliced(
         }
         row_group.close().map_err(parquet_err)?;
     }
-    writer.into_inner().map_err(parquet_err)
+    writer.into_inner().map(Some).map_err(parquet_err)
 }
 
 #[cfg(test)]

@@ -51,6 +51,7 @@ counted.
 from __future__ import annotations
 
 import functools
+import heapq
 import json
 import time
 import uuid
@@ -919,12 +920,12 @@ def write_task_count(weights: Sequence[int], parallelism: int) -> int:
 def pack_buckets(weights: Sequence[int], tasks: int) -> list[int]:
     """The task (``< tasks``) of each bucket, balancing the summed ``weights`` (records) of the
     tasks: heaviest bucket first, each to the least loaded task."""
-    load = [0] * tasks
+    loads = [(0, t) for t in range(tasks)]  # a heap of (records, task)
     task_of = [0] * len(weights)
     for b in sorted(range(len(weights)), key=lambda i: -weights[i]):
-        t = min(range(tasks), key=load.__getitem__)
+        load, t = heapq.heappop(loads)
         task_of[b] = t
-        load[t] += weights[b] + 1
+        heapq.heappush(loads, (load + weights[b] + 1, t))
     return task_of
 
 
