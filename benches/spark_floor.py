@@ -6,13 +6,18 @@ the same records (the spark_upsert.py peer), in one local[2] session.
 
 Jobs: a scan alone; an Arrow UDF computing a route column from the key columns; a shuffle by a
 route column into 30 tasks or 4; each followed by a ``mapInArrow`` function that only counts its
-rows. The sum of the parts a write needs (key pass, route UDF, shuffle into Python tasks) is the
-floor under any write that shuffles its records to Python write tasks.
+rows. Then what shoal's write does since it packs records: a ``mapInArrow`` over whole records
+that cuts each batch by a route value and packs each route's records as one Arrow IPC stream, a
+shuffle of those packed rows into 4 tasks sorted by route, and a ``mapInArrow`` that unpacks and
+counts them; and the key pass alone (a ``mapInArrow`` over the key columns, one task per core).
+The key pass plus the packed shuffle is the floor under a write that shuffles its records to
+Python write tasks.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -24,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 from pyspark.sql.functions import arrow_udf
-from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 from rich.console import Console
 from rich.table import Table as RichTable
 
@@ -42,6 +47,35 @@ def route(keys: pa.Array) -> pa.Array:
 
 def count_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     yield pa.record_batch([pa.array([sum(b.num_rows for b in batches)], pa.int64())], names=["n"])
+
+
+PACKED_SCHEMA = StructType([StructField("r", IntegerType()), StructField("b", BinaryType())])
+
+
+def packed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Each batch cut by a cheap route value, each route's rows as one Arrow IPC stream."""
+    for batch in batches:
+        table = pa.Table.from_batches([batch])
+        lengths = pc.binary_length(table.column(0)).to_numpy(zero_copy_only=False)
+        routes = ((lengths * 7 + np.arange(len(lengths))) % 30).astype(np.int32)
+        order = np.argsort(routes, kind="stable")
+        table, routes = table.take(pa.array(order)), routes[order]
+        cuts = np.concatenate([[0], np.flatnonzero(routes[1:] != routes[:-1]) + 1, [len(routes)]])
+        values, payloads = [], []
+        for start, end in itertools.pairwise(cuts.tolist()):
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, table.schema) as stream:
+                stream.write_table(table.slice(start, end - start))
+            values.append(int(routes[start]))
+            payloads.append(sink.getvalue().to_pybytes())
+        yield pa.record_batch(
+            [pa.array(values, pa.int32()), pa.array(payloads, pa.binary())], names=["r", "b"]
+        )
+
+
+def unpacked_count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    rows = sum(pa.ipc.open_stream(p.as_buffer()).read_all().num_rows for b in batches for p in b.column(1))
+    yield pa.record_batch([pa.array([rows], pa.int64())], names=["n"])
 
 
 def main() -> None:
@@ -91,6 +125,16 @@ def main() -> None:
             .repartition(4, "r")
             .sortWithinPartitions("r")
             .mapInArrow(count_rows, COUNT_SCHEMA)
+            .collect()
+        ),
+        "key pass (key columns, one task per core)": lambda: (
+            df.select("key", "part").coalesce(2).mapInArrow(count_rows, COUNT_SCHEMA).collect()
+        ),
+        "pack by route + shuffle packed rows into 4 sorted + unpack": lambda: (
+            df.mapInArrow(packed, PACKED_SCHEMA)
+            .repartition(4, "r")
+            .sortWithinPartitions("r")
+            .mapInArrow(unpacked_count, COUNT_SCHEMA)
             .collect()
         ),
     }

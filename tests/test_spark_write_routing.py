@@ -279,3 +279,39 @@ def test_log_append_tasks_split_off_keys_their_base_file_does_not_hold(tmp_path)
     logs_only = dataclasses.replace(spec, base_file_name="")
     held, strays = _split_strays(logs_only, records)
     assert held.num_rows == records.num_rows and strays.num_rows == 0
+
+
+def test_packed_records_keep_each_route_in_input_order(monkeypatch):
+    import importlib
+
+    from shoal.spark.write import PAYLOAD_COLUMN, ROUTE_COLUMN, _packed, _unpacked
+
+    rng = np.random.default_rng(7)
+    n = 5_000
+    records = pa.table(
+        {
+            "key": [f"k{i}" for i in range(n)],
+            "value": rng.normal(size=n),
+            "tags": pa.array([[i, i + 1] if i % 3 else None for i in range(n)], pa.list_(pa.int64())),
+        }
+    )
+    route_values = rng.integers(0, 40, size=n).astype(np.int32)
+    dropped = rng.random(n) < 0.1
+    routes = pa.array(route_values, mask=dropped)
+    # Small batches, so that the routes spread over several of them.
+    monkeypatch.setattr(importlib.import_module("shoal.spark.write"), "PACKED_BATCH_BYTES", 20_000)
+    batches = list(_packed(records, routes))
+    assert len(batches) > 1
+    seen: dict[int, list[pa.Buffer]] = {}
+    for batch in batches:
+        values, payloads = batch.column(ROUTE_COLUMN).to_pylist(), batch.column(PAYLOAD_COLUMN)
+        for value, payload in zip(values, payloads, strict=True):
+            assert value not in seen, "one packed value per route and chunk"
+            seen[value] = [payload.as_buffer()]
+    expected_routes = sorted(set(route_values[~dropped].tolist()))
+    assert sorted(seen) == expected_routes
+    for value, payloads in seen.items():
+        rows = np.flatnonzero((route_values == value) & ~dropped)
+        assert _unpacked(payloads).equals(records.take(pa.array(rows))), value
+    # No row with a route: nothing to pack.
+    assert list(_packed(records, pa.nulls(n, pa.int32()))) == []

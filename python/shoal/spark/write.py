@@ -1,9 +1,9 @@
 """Writing a Spark DataFrame into a shoal (Hudi) table: ``shoal.spark.write(df, path, ...)``.
 
 The write runs the local writer's phases (``shoal.write.writer.Writer``), with the data staying
-in Spark (DESIGN §3.1). Whole records cross from the JVM into Python once, in the task that
-writes them; the passes before see only the columns key generation reads (moving rows into
-Python is the expensive direction: /work/shared/spec/SPARK_NOTES.md):
+in Spark (DESIGN §3.1). Whole records cross from the JVM into Python once, in the route pass;
+the count pass before it sees only the columns key generation reads (moving rows into Python
+is the expensive direction: /work/shared/spec/SPARK_NOTES.md):
 
 1. *count* (``mapInArrow`` over the key columns of the input): key generation, validation (a
    null or empty key fails here, before the timeline changes) and bloom tagging against the
@@ -18,15 +18,20 @@ Python is the expensive direction: /work/shared/spec/SPARK_NOTES.md):
    the keys whose confirmed tag differs from the footer tag (``BloomIndex.footer_tags``).
 2. *assign* buckets on the driver with the local writer's ``BucketAssigner``: updates go to the
    file group holding their key; inserts fill small files, then new file groups.
-3. *route* (an Arrow UDF over the same key columns): the same keys, their footer tags and the
-   broadcast corrections give every row the tag the count pass counted, without reading a file;
-   tags become buckets: updates by file group, inserts by a stable hash of the record key
-   (``shoal.spark.keys``) weighted by the buckets' capacities (as Hudi's ``UpsertPartitioner``).
-   Spark repartitions by it so that bucket ``b`` is exactly Spark partition ``b``.
-4. *write*: one task per bucket keys its records again (``key_records``), deduplicates them
+3. *route* (``mapInArrow`` over whole records): keys the records (``key_records``); the same
+   keys, their footer tags and the broadcast corrections give every record the tag the count
+   pass counted, without reading a file; tags become buckets: updates by file group, inserts by
+   a stable hash of the record key (``shoal.spark.keys``) weighted by the buckets' capacities
+   (as Hudi's ``UpsertPartitioner``). Each task packs its records by bucket: per chunk of input
+   and bucket, one row holding the bucket's route value and its keyed records as an Arrow IPC
+   stream. Spark repartitions those few rows by route value, so that each bucket lands in the
+   task planned for it, and sorts them by it when a task has several buckets. Shuffling packed
+   rows instead of every record as a row of its own costs Spark a copy of bytes, not a
+   conversion per record.
+4. *write*: each task unpacks one bucket's records at a time, deduplicates them
    (``finish_records``, in input order restored from a sequence column when keys repeat) and
    runs the local writer's task for the bucket's spec (``run_cow_write`` / ``run_log_append``).
-   Tasks return their write stats and how many rows they received.
+   Tasks return their write stats and how many records they received.
 5. *commit* on the driver (``Writer.commit``): files of failed or speculative attempts, which
    carry markers but are in no returned stat, are deleted first.
 
@@ -37,9 +42,10 @@ driver tags those buckets with their file groups as the local writer tags keys (
 layout: a table of another index or other bucket options fails here, before the timeline
 changes) and assigns them with the local writer's ``Writer.assign``: each bucket's file group
 takes its records, a bucket without one gets a new file group named after it. The route pass
-hashes the keys again and sends each row to the task of its (partition, bucket).
+hashes the keys again and packs each record for the task of its (partition, bucket).
 
-The input is thus evaluated twice, by the count pass (its key columns only) and by the write.
+The input is thus evaluated twice, by the count pass (its key columns only) and by the route
+pass (whole records, which cross from the JVM into Python once).
 An input that could give other rows when evaluated again (a plan with ``limit``, ``sample``,
 ``rand()``, windows, ``dropDuplicates``, or a source other than files, local data, ranges and
 cached or checkpointed data: :func:`reproducible`) is checkpointed first (``localCheckpoint``).
@@ -65,16 +71,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.functions import arrow_udf
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
     DataType,
     DecimalType,
-    IntegerType,
     MapType,
     StringType,
     StructType,
@@ -129,15 +134,24 @@ _ALIASES = {
     "key_generator": wc.KEYGENERATOR_CLASS,
 }
 
-# Internal columns of the write pass: the input position of a row (Spark's
-# monotonically_increasing_id) and a value whose Spark hash partition is the row's bucket.
+# Internal columns of the write pass: the input position of a record (Spark's
+# monotonically_increasing_id), and in the packed rows the route pass hands the shuffle, a
+# value whose Spark hash partition is the bucket's task, and the records.
 SEQ_COLUMN = "_shoal_seq"
 ROUTE_COLUMN = "_shoal_route"
+PAYLOAD_COLUMN = "_shoal_records"
+PACKED_SCHEMA = f"{ROUTE_COLUMN} int, {PAYLOAD_COLUMN} binary"
+_PACKED_ARROW_SCHEMA = pa.schema([(ROUTE_COLUMN, pa.int32()), (PAYLOAD_COLUMN, pa.binary())])
 # Columns the local writer adds to records (not part of the table's data schema).
 _INTERNAL = (RECORD_KEY, PARTITION_PATH, OP_COLUMN)
 
 # Rows a count task tags at once: the key column of a candidate file is read once per chunk.
 TAG_CHUNK_ROWS = 1_000_000
+# Records the route pass packs at once: the fewer, larger packed values, the fewer rows the
+# shuffle moves; the bytes bound a packed value well below binary's 2 GiB offsets.
+PACK_CHUNK_ROWS = 200_000
+PACK_CHUNK_BYTES = 64 * 1024 * 1024
+PACKED_BATCH_BYTES = 256 * 1024 * 1024
 # Arrow batches of the write's jobs (see arrow_batches): bytes aimed at, records per batch.
 BATCH_BYTES = 32 * 1024 * 1024
 MIN_BATCH_ROWS, MAX_BATCH_ROWS = 10_000, 100_000
@@ -527,14 +541,13 @@ class SparkWrite:
                 if bucketed is None and self.table.write_config.get(wc.INDEX_TYPE) == "BLOOM"
                 else (),
             )
-            key_columns = F.struct(*[F.col(_quoted(c)) for c in spec.columns])
-            routed = source.withColumn(ROUTE_COLUMN, _route_udf(spec, plan)(key_columns))
-            if ordered:
-                routed = routed.withColumn(SEQ_COLUMN, F.monotonically_increasing_id())
-            shuffled = routed.where(F.col(ROUTE_COLUMN).isNotNull()).repartition(num_tasks, ROUTE_COLUMN)
+            packed = source.mapInArrow(
+                functools.partial(_pack_task, spec, task, plan, ordered), PACKED_SCHEMA
+            )
+            shuffled = packed.repartition(num_tasks, ROUTE_COLUMN)
             if num_tasks < n:
                 # A task of several buckets gets them one after the other, sorted by route, and
-                # holds one at a time.
+                # unpacks one at a time.
                 shuffled = shuffled.sortWithinPartitions(ROUTE_COLUMN)
             written = shuffled.mapInArrow(
                 functools.partial(_write_task, task, self.after_task_write), RESULT_SCHEMA
@@ -1123,37 +1136,105 @@ def _replaced(values: pa.Array, at: np.ndarray, new: pa.Array) -> pa.Array:
     return pa.concat_arrays([values.take(pa.array(kept)), new]).take(pa.array(order))
 
 
-def _chunks(batches: Iterator[pa.RecordBatch], rows: int) -> Iterator[pa.Table]:
-    """The batches gathered into tables of at least ``rows`` rows (the last one smaller): a
-    candidate file's key column is read once per chunk."""
+def _chunks(batches: Iterator[pa.RecordBatch], rows: int, max_bytes: int | None = None) -> Iterator[pa.Table]:
+    """The batches gathered into tables of at least ``rows`` rows (the last one smaller), or of
+    ``max_bytes`` bytes when that comes first: a candidate file's key column is read once per
+    chunk."""
     buffered: list[pa.RecordBatch] = []
-    count = 0
+    count = size = 0
     for batch in batches:
         if batch.num_rows:
             buffered.append(batch)
             count += batch.num_rows
-        if count >= rows:
+            size += batch.nbytes
+        if count >= rows or (max_bytes is not None and size >= max_bytes):
             yield pa.Table.from_batches(buffered)
-            buffered, count = [], 0
+            buffered, count, size = [], 0, 0
     if count:
         yield pa.Table.from_batches(buffered)
 
 
-def _route_udf(spec: KeySpec, broadcast: Any) -> Any:
-    """The Arrow UDF giving the route value of every row from its key columns (a struct)."""
+def _pack_task(
+    spec: KeySpec, task: BucketTaskSpec, broadcast: Any, ordered: bool, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The route pass over whole records (``mapInArrow``): keys them as the write task would
+    (``key_records``), gives each its route value (:func:`_routes`) and yields, per chunk of
+    input, one packed row per route: the chunk's records of that route as an Arrow IPC stream
+    (:func:`_packed`). ``ordered``: each record carries its input position (``SEQ_COLUMN``, the
+    value ``monotonically_increasing_id`` would give it), which deduplication needs once a
+    shuffle has mixed the order."""
+    keygen = _keygen(task.table_properties)
+    context = TaskContext.get()
+    position = (context.partitionId() << 33) if ordered and context is not None else 0
+    for chunk in _chunks(batches, PACK_CHUNK_ROWS, PACK_CHUNK_BYTES):
+        records = key_records(
+            normalize_types(strip_meta_columns(chunk)),
+            task.operation,
+            keygen,
+            task.ordering_field,
+            task.table_schema,
+            task.fill_missing,
+        )
+        if ordered:
+            seq = np.arange(position, position + records.num_rows, dtype=np.int64)
+            records = records.append_column(SEQ_COLUMN, pa.array(seq))
+            position += records.num_rows
+        routes = _routes(
+            spec,
+            broadcast,
+            records.column(RECORD_KEY).combine_chunks(),
+            records.column(PARTITION_PATH).combine_chunks(),
+            records.column(OP_COLUMN).combine_chunks(),
+        )
+        yield from _packed(records, routes)
 
-    def route(columns: pa.Array) -> pa.Array:
-        return _route_batch(spec, broadcast, columns)
 
-    # The type hints make it a scalar UDF; PySpark's stubs only know the explicit function type.
-    return arrow_udf(route, IntegerType())  # type: ignore[call-overload]
+def _packed(records: pa.Table, routes: pa.Array) -> Iterator[pa.RecordBatch]:
+    """``records`` cut by route value (rows of a null route dropped), in input order within a
+    route: a row per route of its value and its records as one Arrow IPC stream. Spark then
+    shuffles a few large values, not every record as a row of its own. A batch holds packed
+    values up to PACKED_BATCH_BYTES (binary offsets are 32-bit)."""
+    values = routes.fill_null(-1).to_numpy(zero_copy_only=False)
+    kept = np.flatnonzero(routes.is_valid().to_numpy(zero_copy_only=False))
+    order = kept[np.argsort(values[kept], kind="stable")]
+    in_place = len(order) == records.num_rows and bool(np.all(order == np.arange(len(order))))
+    ordered = records if in_place else take_rows(records, pa.array(order))
+    sink = pa.BufferOutputStream()
+    route_of: list[int] = []
+    offsets = [0]
+    for value, start, length in _runs(pa.array(values[order], pa.int32())) if len(order) else []:
+        with pa.ipc.new_stream(sink, ordered.schema) as stream:
+            stream.write_table(ordered.slice(start, length))
+        route_of.append(value)
+        offsets.append(sink.tell())
+        if offsets[-1] >= PACKED_BATCH_BYTES:
+            yield _packed_batch(route_of, offsets, sink.getvalue())
+            sink, route_of, offsets = pa.BufferOutputStream(), [], [0]
+    if route_of:
+        yield _packed_batch(route_of, offsets, sink.getvalue())
 
 
-def _route_batch(spec: KeySpec, broadcast: Any, columns: pa.Array) -> pa.Array:
-    """The route value of every row of a batch of the key columns (an Arrow UDF): null for rows
-    to drop (deletes of keys nobody holds, in partitions without inserts). Tags are the footer
-    tags with the count pass's corrections: no file is read."""
-    keys, partitions, ops = _keyed(spec, pa.Table.from_batches([pa.RecordBatch.from_struct_array(columns)]))
+def _packed_batch(route_of: list[int], offsets: list[int], data: pa.Buffer) -> pa.RecordBatch:
+    if offsets[-1] > np.iinfo(np.int32).max:
+        raise InvalidArgumentError(
+            f"{offsets[-1]} bytes of records in one input batch have one route; a packed value "
+            "holds at most 2 GiB: lower spark.sql.execution.arrow.maxRecordsPerBatch"
+        )
+    payload = pa.Array.from_buffers(
+        pa.binary(), len(route_of), [None, pa.py_buffer(np.asarray(offsets, dtype=np.int32)), data]
+    )
+    return pa.RecordBatch.from_arrays([pa.array(route_of, pa.int32()), payload], schema=_PACKED_ARROW_SCHEMA)
+
+
+def _unpacked(payloads: Sequence[pa.Buffer]) -> pa.Table:
+    """The records of packed values (:func:`_packed`), in one table."""
+    return pa.concat_tables([pa.ipc.open_stream(p).read_all() for p in payloads])
+
+
+def _routes(spec: KeySpec, broadcast: Any, keys: pa.Array, partitions: pa.Array, ops: pa.Array) -> pa.Array:
+    """The route value of every keyed record: null for rows to drop (deletes of keys nobody
+    holds, in partitions without inserts). Tags are the footer tags with the count pass's
+    corrections: no file is read."""
     if spec.buckets is not None:
         return route_buckets(
             bucket_ids(keys, spec.buckets.hash_fields, spec.buckets.num_buckets),
@@ -1315,22 +1396,23 @@ def _write_task(
     after_write: Callable[[CowWriteSpec | LogAppendSpec, WriteStat], None] | None,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    """Writes the buckets whose rows reach this task, sorted by route value: each bucket once
-    all its rows are in, so the task holds one bucket's rows at a time."""
+    """Writes the buckets whose packed records (:func:`_packed`) reach this task, sorted by
+    route value: each bucket once all its records are in, so the task unpacks one bucket's
+    records at a time."""
     bucket_of = {v: b for b, v in enumerate(task.route_values)}
-    pending: list[pa.RecordBatch] = []
+    pending: list[pa.Buffer] = []
     current: int | None = None
     for batch in batches:
         if not batch.num_rows:
             continue
-        routes = batch.column(ROUTE_COLUMN)
+        payloads = batch.column(PAYLOAD_COLUMN)
         # Sorted: the batch holds runs of route values, and a run goes on from the last batch.
-        for value, start, length in _runs(routes):
+        for value, start, length in _runs(batch.column(ROUTE_COLUMN)):
             if value != current:
                 if pending:
                     yield _write_bucket(task, after_write, bucket_of, current, pending)
                 pending, current = [], value
-            pending.append(batch.slice(start, length))
+            pending += [payloads[i].as_buffer() for i in range(start, start + length)]
     if pending:
         yield _write_bucket(task, after_write, bucket_of, current, pending)
 
@@ -1349,24 +1431,16 @@ def _write_bucket(
     after_write: Callable[[CowWriteSpec | LogAppendSpec, WriteStat], None] | None,
     bucket_of: dict[int, int],
     route: int | None,
-    received: list[pa.RecordBatch],
+    payloads: list[pa.Buffer],
 ) -> pa.RecordBatch:
-    """Writes one bucket's rows (all of them) and returns its result row."""
+    """Writes one bucket's records (all of them, keyed by the route pass) and returns its
+    result row."""
     bucket = bucket_of.get(route) if route is not None else None
     if bucket is None:
         raise InvalidArgumentError(f"rows with the unknown route value {route} reached a write task")
-    data = pa.Table.from_batches(received)
+    data = _unpacked(payloads)
     seq = data.column(SEQ_COLUMN) if SEQ_COLUMN in data.column_names else None
-    incoming = data.drop_columns([c for c in (ROUTE_COLUMN, SEQ_COLUMN) if c in data.column_names])
-    records = key_records(
-        normalize_types(strip_meta_columns(incoming)),
-        task.operation,
-        _keygen(task.table_properties),
-        task.ordering_field,
-        task.table_schema,
-        task.fill_missing,
-    )
-    records = _finish(records, seq, task)
+    records = _finish(data.drop_columns([SEQ_COLUMN]) if seq is not None else data, seq, task)
     stats: list[WriteStat] = []
     stray_spec = task.stray_specs[bucket] if task.stray_specs else None
     writes: list[tuple[CowWriteSpec | LogAppendSpec, pa.Table]] = [(task.specs[bucket], records)]
