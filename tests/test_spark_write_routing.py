@@ -288,13 +288,17 @@ def test_packed_records_keep_each_route_in_input_order(monkeypatch):
 
     rng = np.random.default_rng(7)
     n = 5_000
+    keys = pa.array([f"k{i}" for i in range(n)])
     records = pa.table(
         {
-            "key": [f"k{i}" for i in range(n)],
+            "key": keys,
             "value": rng.normal(size=n),
             "tags": pa.array([[i, i + 1] if i % 3 else None for i in range(n)], pa.list_(pa.int64())),
+            # The record key column of a string key field is the same array: packed once.
+            "_hoodie_record_key": keys,
         }
     )
+    records = records.cast(records.schema.set(3, pa.field("_hoodie_record_key", pa.string(), nullable=False)))
     route_values = rng.integers(0, 40, size=n).astype(np.int32)
     dropped = rng.random(n) < 0.1
     routes = pa.array(route_values, mask=dropped)
@@ -312,6 +316,9 @@ def test_packed_records_keep_each_route_in_input_order(monkeypatch):
     assert sorted(seen) == expected_routes
     for value, payloads in seen.items():
         rows = np.flatnonzero((route_values == value) & ~dropped)
-        assert _unpacked(payloads).equals(records.take(pa.array(rows))), value
+        unpacked = _unpacked(payloads)
+        assert unpacked.schema.equals(records.schema), value
+        assert unpacked.equals(records.take(pa.array(rows))), value
+        assert pa.ipc.open_stream(payloads[0]).schema.names == ["key", "value", "tags"]
     # No row with a route: nothing to pack.
     assert list(_packed(records, pa.nulls(n, pa.int32()))) == []

@@ -107,7 +107,7 @@ from shoal.timeline.commit_metadata import NULL_COMMIT, WriteStat
 from shoal.timeline.lock import WRITE, table_lock
 from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import Assignment, Bucket, BucketAssigner
-from shoal.write.gather import take_rows
+from shoal.write.gather import column_identity, take_rows
 from shoal.write.prepare import PARTITION_PATH, RECORD_KEY, add_keys, deleted_mask, validate_keys
 from shoal.write.schema import IS_DELETED_COLUMN, normalize_types, reconcile, strip_meta_columns
 from shoal.write.writer import (
@@ -152,6 +152,8 @@ TAG_CHUNK_ROWS = 1_000_000
 PACK_CHUNK_ROWS = 200_000
 PACK_CHUNK_BYTES = 64 * 1024 * 1024
 PACKED_BATCH_BYTES = 256 * 1024 * 1024
+# Schema metadata of a packed stream naming the columns it leaves out because they repeat another.
+_REPEATS_KEY = b"shoal.repeated_columns"
 # Arrow batches of the write's jobs (see arrow_batches): bytes aimed at, records per batch.
 BATCH_BYTES = 32 * 1024 * 1024
 MIN_BATCH_ROWS, MAX_BATCH_ROWS = 10_000, 100_000
@@ -1199,6 +1201,7 @@ def _packed(records: pa.Table, routes: pa.Array) -> Iterator[pa.RecordBatch]:
     order = kept[np.argsort(values[kept], kind="stable")]
     in_place = len(order) == records.num_rows and bool(np.all(order == np.arange(len(order))))
     ordered = records if in_place else take_rows(records, pa.array(order))
+    ordered = _without_repeats(ordered)
     sink = pa.BufferOutputStream()
     route_of: list[int] = []
     offsets = [0]
@@ -1226,9 +1229,48 @@ def _packed_batch(route_of: list[int], offsets: list[int], data: pa.Buffer) -> p
     return pa.RecordBatch.from_arrays([pa.array(route_of, pa.int32()), payload], schema=_PACKED_ARROW_SCHEMA)
 
 
+def _without_repeats(records: pa.Table) -> pa.Table:
+    """``records`` without the columns that repeat an earlier column's memory (a string record
+    key field and ``_hoodie_record_key`` are one array), each named in the schema's metadata
+    with the column it repeats and its nullability, so :func:`_unpacked` puts it back."""
+    first: dict[tuple[Any, ...], str] = {}
+    repeats: dict[str, tuple[str, bool]] = {}
+    for field, column in zip(records.schema, records.columns, strict=True):
+        identity = column_identity(column)
+        if identity in first:
+            repeats[field.name] = (first[identity], field.nullable)
+        else:
+            first[identity] = field.name
+    if not repeats:
+        return records
+    kept = records.drop_columns(list(repeats))
+    layout = {"columns": records.column_names, "repeats": repeats}
+    return kept.replace_schema_metadata({**(kept.schema.metadata or {}), _REPEATS_KEY: json.dumps(layout)})
+
+
 def _unpacked(payloads: Sequence[pa.Buffer]) -> pa.Table:
     """The records of packed values (:func:`_packed`), in one table."""
-    return pa.concat_tables([pa.ipc.open_stream(p).read_all() for p in payloads])
+    return pa.concat_tables([_with_repeats(pa.ipc.open_stream(p).read_all()) for p in payloads])
+
+
+def _with_repeats(records: pa.Table) -> pa.Table:
+    """The inverse of :func:`_without_repeats`."""
+    metadata = dict(records.schema.metadata or {})
+    layout = metadata.pop(_REPEATS_KEY, None)
+    if layout is None:
+        return records
+    spec = json.loads(layout)
+    fields, columns = [], []
+    for name in spec["columns"]:
+        if name in spec["repeats"]:
+            source, nullable = spec["repeats"][name]
+            field = records.schema.field(source).with_name(name).with_nullable(nullable)
+            column = records.column(source)
+        else:
+            field, column = records.schema.field(name), records.column(name)
+        fields.append(field)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields, metadata=metadata or None))
 
 
 def _routes(spec: KeySpec, broadcast: Any, keys: pa.Array, partitions: pa.Array, ops: pa.Array) -> pa.Array:

@@ -80,7 +80,7 @@ def take_rows(table: pa.Table, indices: pa.Array) -> pa.Table:
     taken: dict[tuple[Any, ...], pa.ChunkedArray] = {}
     columns = []
     for column in table.columns:
-        identity = _identity(column)
+        identity = column_identity(column)
         if identity not in taken:
             # Callers pass indices from sorts and groupings of the table's own rows.
             taken[identity] = pc.take(column, indices, boundscheck=False)
@@ -88,7 +88,7 @@ def take_rows(table: pa.Table, indices: pa.Array) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=table.schema)
 
 
-def _identity(column: pa.ChunkedArray) -> tuple[Any, ...]:
+def column_identity(column: pa.ChunkedArray) -> tuple[Any, ...]:
     """Equal for two columns exactly when they are views of the same memory."""
 
     def addresses(array: pa.Array) -> tuple[int, ...]:
