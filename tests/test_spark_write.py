@@ -381,3 +381,22 @@ def test_a_task_of_several_buckets_fails_after_writing_some(spark, tmp_path, tab
     for stale in first_attempt:
         assert stale not in committed and not (Path(path) / stale).exists()
     _assert_model_rows_once(path, model)
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"], ids=["cow", "mor"])
+def test_records_packed_in_many_small_pieces_arrive_whole(spark, tmp_path, table_type, monkeypatch):
+    """Pieces of a few hundred bytes, so that every packed value travels in many rows and the
+    write tasks join values whose pieces straddle their Arrow batches (as big writes do with
+    pieces sized to keep each batch under Spark's 2 GiB)."""
+    import sys
+
+    write_module = sys.modules["shoal.spark.write"]
+    monkeypatch.setattr(write_module, "piece_bytes", lambda batch_rows: 300)
+    monkeypatch.setattr(write_module, "batch_rows", lambda schema: 16)
+    path = str(tmp_path / "t")
+    batches, model = _bulk_inserted(spark, path, 13, table_type)
+    for _ in range(2):
+        updates = batches.upserts()
+        spark_write(spark.createDataFrame(_arrow(updates, False)), path, "upsert", {})
+        model.upsert(updates)
+        _assert_model_rows_once(path, model)

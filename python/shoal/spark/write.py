@@ -22,12 +22,13 @@ is the expensive direction: /work/shared/spec/SPARK_NOTES.md):
    keys, their footer tags and the broadcast corrections give every record the tag the count
    pass counted, without reading a file; tags become buckets: updates by file group, inserts by
    a stable hash of the record key (``shoal.spark.keys``) weighted by the buckets' capacities
-   (as Hudi's ``UpsertPartitioner``). Each task packs its records by bucket: per chunk of input
-   and bucket, one row holding the bucket's route value and its keyed records as an Arrow IPC
-   stream. Spark repartitions those few rows by route value, so that each bucket lands in the
-   task planned for it, and sorts them by it when a task has several buckets. Shuffling packed
-   rows instead of every record as a row of its own costs Spark a copy of bytes, not a
-   conversion per record.
+   (as Hudi's ``UpsertPartitioner``). Each task packs its records by bucket
+   (``shoal.spark.packing``): per chunk of input and bucket, the bucket's keyed records as one
+   Arrow IPC stream, carried in rows of pieces small enough that no Arrow batch of a write
+   task passes Spark's 2 GiB limit. Spark repartitions those rows by route value, so that each
+   bucket lands in the task planned for it, and sorts them by (route, value, piece). Shuffling
+   packed records instead of every record as a row of its own costs Spark a copy of bytes, not
+   a conversion per record.
 4. *write*: each task unpacks one bucket's records at a time, deduplicates them
    (``finish_records``, in input order restored from a sequence column when keys repeat) and
    runs the local writer's task for the bucket's spec (``run_cow_write`` / ``run_log_append``).
@@ -58,6 +59,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import json
 import time
 import uuid
@@ -100,6 +102,16 @@ from shoal.keygen import KeyGenerator, key_generator_from_properties
 from shoal.services.compaction import base_file_options
 from shoal.spark.executor import SparkExecutor, name_attempt, spark_job
 from shoal.spark.keys import KeyMap, key_hash
+from shoal.spark.packing import (
+    PACKED_SCHEMA,
+    PIECE_COLUMN,
+    ROUTE_COLUMN,
+    VALUE_COLUMN,
+    pack,
+    packed_values,
+    piece_bytes,
+    unpack,
+)
 from shoal.table import Table
 from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_SOFT_DELETE, OP_UPSERT, CowWriteSpec
 from shoal.tasks.mor_append import LogAppendSpec
@@ -107,7 +119,7 @@ from shoal.timeline.commit_metadata import NULL_COMMIT, WriteStat
 from shoal.timeline.lock import WRITE, table_lock
 from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import Assignment, Bucket, BucketAssigner
-from shoal.write.gather import column_identity, take_rows
+from shoal.write.gather import take_rows
 from shoal.write.prepare import PARTITION_PATH, RECORD_KEY, add_keys, deleted_mask, validate_keys
 from shoal.write.schema import IS_DELETED_COLUMN, normalize_types, reconcile, strip_meta_columns
 from shoal.write.writer import (
@@ -134,14 +146,9 @@ _ALIASES = {
     "key_generator": wc.KEYGENERATOR_CLASS,
 }
 
-# Internal columns of the write pass: the input position of a record (Spark's
-# monotonically_increasing_id), and in the packed rows the route pass hands the shuffle, a
-# value whose Spark hash partition is the bucket's task, and the records.
+# The input position of a record (Spark's monotonically_increasing_id), in the route pass's
+# packed records.
 SEQ_COLUMN = "_shoal_seq"
-ROUTE_COLUMN = "_shoal_route"
-PAYLOAD_COLUMN = "_shoal_records"
-PACKED_SCHEMA = f"{ROUTE_COLUMN} int, {PAYLOAD_COLUMN} binary"
-_PACKED_ARROW_SCHEMA = pa.schema([(ROUTE_COLUMN, pa.int32()), (PAYLOAD_COLUMN, pa.binary())])
 # Columns the local writer adds to records (not part of the table's data schema).
 _INTERNAL = (RECORD_KEY, PARTITION_PATH, OP_COLUMN)
 
@@ -151,9 +158,6 @@ TAG_CHUNK_ROWS = 1_000_000
 # shuffle moves; the bytes bound a packed value well below binary's 2 GiB offsets.
 PACK_CHUNK_ROWS = 200_000
 PACK_CHUNK_BYTES = 64 * 1024 * 1024
-PACKED_BATCH_BYTES = 256 * 1024 * 1024
-# Schema metadata of a packed stream naming the columns it leaves out because they repeat another.
-_REPEATS_KEY = b"shoal.repeated_columns"
 # Arrow batches of the write's jobs (see arrow_batches): bytes aimed at, records per batch.
 BATCH_BYTES = 32 * 1024 * 1024
 MIN_BATCH_ROWS, MAX_BATCH_ROWS = 10_000, 100_000
@@ -543,14 +547,15 @@ class SparkWrite:
                 if bucketed is None and self.table.write_config.get(wc.INDEX_TYPE) == "BLOOM"
                 else (),
             )
+            pieces_of = piece_bytes(batch_rows(source.schema))
             packed = source.mapInArrow(
-                functools.partial(_pack_task, spec, task, plan, ordered), PACKED_SCHEMA
+                functools.partial(_pack_task, spec, task, plan, ordered, pieces_of), PACKED_SCHEMA
             )
-            shuffled = packed.repartition(num_tasks, ROUTE_COLUMN)
-            if num_tasks < n:
-                # A task of several buckets gets them one after the other, sorted by route, and
-                # unpacks one at a time.
-                shuffled = shuffled.sortWithinPartitions(ROUTE_COLUMN)
+            # A task of several buckets gets them one after the other, and unpacks one at a
+            # time; each packed value's pieces in order.
+            shuffled = packed.repartition(num_tasks, ROUTE_COLUMN).sortWithinPartitions(
+                ROUTE_COLUMN, VALUE_COLUMN, PIECE_COLUMN
+            )
             written = shuffled.mapInArrow(
                 functools.partial(_write_task, task, self.after_task_write), RESULT_SCHEMA
             )
@@ -1157,17 +1162,26 @@ def _chunks(batches: Iterator[pa.RecordBatch], rows: int, max_bytes: int | None 
 
 
 def _pack_task(
-    spec: KeySpec, task: BucketTaskSpec, broadcast: Any, ordered: bool, batches: Iterator[pa.RecordBatch]
+    spec: KeySpec,
+    task: BucketTaskSpec,
+    broadcast: Any,
+    ordered: bool,
+    pieces_of: int,
+    batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """The route pass over whole records (``mapInArrow``): keys them as the write task would
     (``key_records``), gives each its route value (:func:`_routes`) and yields, per chunk of
-    input, one packed row per route: the chunk's records of that route as an Arrow IPC stream
-    (:func:`_packed`). ``ordered``: each record carries its input position (``SEQ_COLUMN``, the
-    value ``monotonically_increasing_id`` would give it), which deduplication needs once a
-    shuffle has mixed the order."""
+    input and route, the chunk's records of that route as one packed value
+    (``shoal.spark.packing``) in pieces of at most ``pieces_of`` bytes. ``ordered``: each
+    record carries its input position (``SEQ_COLUMN``, the value
+    ``monotonically_increasing_id`` would give it), which deduplication needs once a shuffle
+    has mixed the order."""
     keygen = _keygen(task.table_properties)
     context = TaskContext.get()
-    position = (context.partitionId() << 33) if ordered and context is not None else 0
+    partition = context.partitionId() if context is not None else 0
+    position = (partition << 33) if ordered else 0
+    # Names of this task's packed values: distinct across the tasks of the pass.
+    value_ids = itertools.count(partition << 32)
     for chunk in _chunks(batches, PACK_CHUNK_ROWS, PACK_CHUNK_BYTES):
         records = key_records(
             normalize_types(strip_meta_columns(chunk)),
@@ -1188,89 +1202,7 @@ def _pack_task(
             records.column(PARTITION_PATH).combine_chunks(),
             records.column(OP_COLUMN).combine_chunks(),
         )
-        yield from _packed(records, routes)
-
-
-def _packed(records: pa.Table, routes: pa.Array) -> Iterator[pa.RecordBatch]:
-    """``records`` cut by route value (rows of a null route dropped), in input order within a
-    route: a row per route of its value and its records as one Arrow IPC stream. Spark then
-    shuffles a few large values, not every record as a row of its own. A batch holds packed
-    values up to PACKED_BATCH_BYTES (binary offsets are 32-bit)."""
-    values = routes.fill_null(-1).to_numpy(zero_copy_only=False)
-    kept = np.flatnonzero(routes.is_valid().to_numpy(zero_copy_only=False))
-    order = kept[np.argsort(values[kept], kind="stable")]
-    in_place = len(order) == records.num_rows and bool(np.all(order == np.arange(len(order))))
-    ordered = records if in_place else take_rows(records, pa.array(order))
-    ordered = _without_repeats(ordered)
-    sink = pa.BufferOutputStream()
-    route_of: list[int] = []
-    offsets = [0]
-    for value, start, length in _runs(pa.array(values[order], pa.int32())) if len(order) else []:
-        with pa.ipc.new_stream(sink, ordered.schema) as stream:
-            stream.write_table(ordered.slice(start, length))
-        route_of.append(value)
-        offsets.append(sink.tell())
-        if offsets[-1] >= PACKED_BATCH_BYTES:
-            yield _packed_batch(route_of, offsets, sink.getvalue())
-            sink, route_of, offsets = pa.BufferOutputStream(), [], [0]
-    if route_of:
-        yield _packed_batch(route_of, offsets, sink.getvalue())
-
-
-def _packed_batch(route_of: list[int], offsets: list[int], data: pa.Buffer) -> pa.RecordBatch:
-    if offsets[-1] > np.iinfo(np.int32).max:
-        raise InvalidArgumentError(
-            f"{offsets[-1]} bytes of records in one input batch have one route; a packed value "
-            "holds at most 2 GiB: lower spark.sql.execution.arrow.maxRecordsPerBatch"
-        )
-    payload = pa.Array.from_buffers(
-        pa.binary(), len(route_of), [None, pa.py_buffer(np.asarray(offsets, dtype=np.int32)), data]
-    )
-    return pa.RecordBatch.from_arrays([pa.array(route_of, pa.int32()), payload], schema=_PACKED_ARROW_SCHEMA)
-
-
-def _without_repeats(records: pa.Table) -> pa.Table:
-    """``records`` without the columns that repeat an earlier column's memory (a string record
-    key field and ``_hoodie_record_key`` are one array), each named in the schema's metadata
-    with the column it repeats and its nullability, so :func:`_unpacked` puts it back."""
-    first: dict[tuple[Any, ...], str] = {}
-    repeats: dict[str, tuple[str, bool]] = {}
-    for field, column in zip(records.schema, records.columns, strict=True):
-        identity = column_identity(column)
-        if identity in first:
-            repeats[field.name] = (first[identity], field.nullable)
-        else:
-            first[identity] = field.name
-    if not repeats:
-        return records
-    kept = records.drop_columns(list(repeats))
-    layout = {"columns": records.column_names, "repeats": repeats}
-    return kept.replace_schema_metadata({**(kept.schema.metadata or {}), _REPEATS_KEY: json.dumps(layout)})
-
-
-def _unpacked(payloads: Sequence[pa.Buffer]) -> pa.Table:
-    """The records of packed values (:func:`_packed`), in one table."""
-    return pa.concat_tables([_with_repeats(pa.ipc.open_stream(p).read_all()) for p in payloads])
-
-
-def _with_repeats(records: pa.Table) -> pa.Table:
-    """The inverse of :func:`_without_repeats`."""
-    metadata = dict(records.schema.metadata or {})
-    layout = metadata.pop(_REPEATS_KEY, None)
-    if layout is None:
-        return records
-    spec = json.loads(layout)
-    fields, columns = [], []
-    for name in spec["columns"]:
-        if name in spec["repeats"]:
-            source, nullable = spec["repeats"][name]
-            field = records.schema.field(source).with_name(name).with_nullable(nullable)
-            column = records.column(source)
-        else:
-            field, column = records.schema.field(name), records.column(name)
-        fields.append(field)
-        columns.append(column)
-    return pa.Table.from_arrays(columns, schema=pa.schema(fields, metadata=metadata or None))
+        yield from pack(records, routes, pieces_of, value_ids)
 
 
 def _routes(spec: KeySpec, broadcast: Any, keys: pa.Array, partitions: pa.Array, ops: pa.Array) -> pa.Array:
@@ -1438,34 +1370,20 @@ def _write_task(
     after_write: Callable[[CowWriteSpec | LogAppendSpec, WriteStat], None] | None,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    """Writes the buckets whose packed records (:func:`_packed`) reach this task, sorted by
-    route value: each bucket once all its records are in, so the task unpacks one bucket's
-    records at a time."""
+    """Writes the buckets whose packed records (``shoal.spark.packing``) reach this task,
+    sorted by route value: each bucket once all its records are in, so the task unpacks one
+    bucket's records at a time."""
     bucket_of = {v: b for b, v in enumerate(task.route_values)}
     pending: list[pa.Buffer] = []
     current: int | None = None
-    for batch in batches:
-        if not batch.num_rows:
-            continue
-        payloads = batch.column(PAYLOAD_COLUMN)
-        # Sorted: the batch holds runs of route values, and a run goes on from the last batch.
-        for value, start, length in _runs(batch.column(ROUTE_COLUMN)):
-            if value != current:
-                if pending:
-                    yield _write_bucket(task, after_write, bucket_of, current, pending)
-                pending, current = [], value
-            pending += [payloads[i].as_buffer() for i in range(start, start + length)]
+    for route, value in packed_values(batches):
+        if route != current:
+            if pending:
+                yield _write_bucket(task, after_write, bucket_of, current, pending)
+            pending, current = [], route
+        pending.append(value)
     if pending:
         yield _write_bucket(task, after_write, bucket_of, current, pending)
-
-
-def _runs(routes: pa.Array) -> list[tuple[int, int, int]]:
-    """(value, start, length) of each run of equal values of a sorted int column."""
-    values = routes.to_numpy(zero_copy_only=False)
-    cuts = np.flatnonzero(values[1:] != values[:-1]) + 1
-    starts = np.concatenate([[0], cuts])
-    ends = np.concatenate([cuts, [len(values)]])
-    return [(int(values[a]), int(a), int(b - a)) for a, b in zip(starts, ends, strict=True)]
 
 
 def _write_bucket(
@@ -1480,7 +1398,7 @@ def _write_bucket(
     bucket = bucket_of.get(route) if route is not None else None
     if bucket is None:
         raise InvalidArgumentError(f"rows with the unknown route value {route} reached a write task")
-    data = _unpacked(payloads)
+    data = unpack(payloads)
     seq = data.column(SEQ_COLUMN) if SEQ_COLUMN in data.column_names else None
     records = _finish(data.drop_columns([SEQ_COLUMN]) if seq is not None else data, seq, task)
     stats: list[WriteStat] = []
