@@ -37,10 +37,13 @@ def test_route_values_land_each_bucket_in_its_own_partition(spark):
 
 
 def test_buckets_pack_onto_tasks_by_records():
-    # Light buckets: two tasks per core; work for more tasks gets them, up to one per bucket.
+    # Light buckets: two tasks per core; work for more tasks gets them, in whole waves of the
+    # cores, up to one per bucket.
     assert write_task_count([50_000] * 30, 2) == 8
     assert write_task_count([20_000] * 30, 2) == 4
-    assert write_task_count([100_000] * 30, 2) == 15
+    assert write_task_count([100_000] * 30, 2) == 16
+    assert write_task_count([100_000] * 30, 4) == 16
+    assert write_task_count([100_000] * 50, 3) == 27
     assert write_task_count([600_000] * 10, 2) == 10
     assert write_task_count([1] * 3, 8) == 3
     assert write_task_count([], 8) == 1

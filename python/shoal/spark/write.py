@@ -929,12 +929,16 @@ def bucket_weight(bucket: Bucket, spec: CowWriteSpec | LogAppendSpec, avg_record
 def write_task_count(weights: Sequence[int], parallelism: int) -> int:
     """Spark tasks for buckets of ``weights`` (records): at least two per core (so a slow one
     does not hold the job up alone) and as many as it takes to keep each at about
-    MIN_TASK_RECORDS, never more than buckets. A bucket heavier than that has a task of its
-    own: the Python task's own cost is then small beside its work."""
+    MIN_TASK_RECORDS, rounded up to whole waves of ``parallelism`` tasks (the tasks are about
+    equal, and a last wave of fewer leaves cores idle), never more than buckets. A bucket
+    heavier than that has a task of its own: the Python task's own cost is then small beside
+    its work."""
     if not weights:
         return 1
+    cores = max(1, parallelism)
     by_work = -(-sum(weights) // MIN_TASK_RECORDS)
-    return max(1, min(len(weights), max(2 * max(1, parallelism), by_work)))
+    waves = -(-max(2 * cores, by_work) // cores)
+    return max(1, min(len(weights), waves * cores))
 
 
 def pack_buckets(weights: Sequence[int], tasks: int) -> list[int]:
