@@ -4,6 +4,7 @@ give what the local executor gives; routing values land bucket b in Spark partit
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -171,3 +172,22 @@ def test_clean_and_archive_from_spark(spark, tmp_path):
     columns = ["id", "part", "ts", "v"]
     assert rows_by(hudi_rs_read(path), columns, ["id"]) == rows_by(_rows(12, 0, 4), columns, ["id"])
     assert shoal.spark.archive(spark, path).archived == []  # nothing old enough to archive yet
+
+
+def test_a_log_and_its_stray_target_share_a_task_and_the_log_comes_first():
+    from shoal.spark.write import pack_with_targets, routes_before_targets
+
+    weights = [50, 40, 30, 20, 10, 5]
+    # Log bucket 0 gives its bloom false positives to bucket 5, log bucket 2 to bucket 1.
+    targets = [5, None, 1, None, None, None]
+    for tasks in (1, 2, 3, 10):
+        task_of, used = pack_with_targets(weights, targets, tasks)
+        assert used == min(tasks, 4)
+        assert set(task_of) <= set(range(used))
+        assert task_of[0] == task_of[5] and task_of[2] == task_of[1]
+        values = routes_before_targets(route_keys(task_of, used), targets)
+        assert values[0] < values[5] and values[2] < values[1]
+        assert len(set(values)) == len(weights)
+        # Every value still lands in its bucket's task under Spark's hash partitioning.
+        placed = np.mod(spark_hash_int(np.asarray(values, dtype=np.int64)).astype(np.int64), used)
+        assert placed.tolist() == task_of

@@ -311,24 +311,31 @@ def test_unconfirmed_tags_differ_from_exact_ones_only_by_bloom_false_positives(t
     assert all(exact[k] is None for k in range(1, 400, 2))
 
 
+# A merge-on-read table whose bloom filters (5 entries at fpp 0.5) let most keys through.
+_SATURATED_BLOOM_MOR = {
+    "hoodie.table.name": "fp",
+    "hoodie.datasource.write.recordkey.field": "id",
+    "hoodie.datasource.write.precombine.field": "ts",
+    "hoodie.datasource.write.table.type": "MERGE_ON_READ",
+    "hoodie.index.bloom.num_entries": "5",
+    "hoodie.index.bloom.fpp": "0.5",
+    "hoodie.bloom.index.filter.type": "SIMPLE",
+}
+
+
+def _id_ts(ids, ts: int, key_type: pa.DataType) -> pa.Table:
+    return pa.table({"id": pa.array(ids, key_type), "ts": pa.array([ts] * len(ids), pa.int64())})
+
+
 def test_merge_on_read_new_keys_never_land_in_logs_on_bloom_false_positives(spark, tmp_path):
     """With filters that let most keys through, Spark upserts into merge-on-read file groups
     (log appends) must still put new keys into base files: the bloom index of a later write
     looks at base files only, and would insert such a key a second time."""
     path = str(tmp_path / "t")
-    options = {
-        "hoodie.table.name": "fp",
-        "hoodie.datasource.write.recordkey.field": "id",
-        "hoodie.datasource.write.precombine.field": "ts",
-        "hoodie.datasource.write.table.type": "MERGE_ON_READ",
-        "hoodie.index.bloom.num_entries": "5",
-        "hoodie.index.bloom.fpp": "0.5",
-        "hoodie.bloom.index.filter.type": "SIMPLE",
-        "hoodie.bloom.index.prune.by.ranges": "false",
-    }
+    options = {**_SATURATED_BLOOM_MOR, "hoodie.bloom.index.prune.by.ranges": "false"}
 
     def rows(ids, ts):
-        return pa.table({"id": pa.array(ids, pa.int64()), "ts": pa.array([ts] * len(ids), pa.int64())})
+        return _id_ts(ids, ts, pa.int64())
 
     spark_write(spark.createDataFrame(rows(range(0, 60, 2), 1)), path, "bulk_insert", options)
     # Updates of even keys (log appends) and new odd keys, many of them bloom false positives.
@@ -400,3 +407,40 @@ def test_records_packed_in_many_small_pieces_arrive_whole(spark, tmp_path, table
         spark_write(spark.createDataFrame(_arrow(updates, False)), path, "upsert", {})
         model.upsert(updates)
         _assert_model_rows_once(path, model)
+
+
+def test_bloom_false_positives_join_the_partitions_new_base_file(spark, tmp_path):
+    """A log append's bloom false positives (new keys its base file's footer admitted) go into
+    the base file its partition's inserts create, when the two buckets share a task, rather
+    than into a small file group of their own."""
+    path = str(tmp_path / "t")
+    # Every key within the file's key range passes its saturated filter.
+    options = _SATURATED_BLOOM_MOR
+
+    def rows(ids, ts):
+        return _id_ts(ids, ts, pa.string())
+
+    stored = [f"k{i:04d}" for i in range(0, 400, 2)]
+    spark_write(spark.createDataFrame(rows(stored, 1)), path, "bulk_insert", options)
+    # Updates (log appends), new keys inside the file's key range (bloom false positives) and
+    # new keys beyond it (plain inserts, which make a new file group).
+    admitted = [f"k{i:04d}" for i in range(1, 400, 2)]
+    beyond = [f"z{i:04d}" for i in range(50)]
+    spark_write(spark.createDataFrame(rows(stored[:60] + admitted + beyond, 2)), path)
+
+    upsert_stats = _commits(path)[1]
+    logs = [s for s in upsert_stats if ".log." in s.path]
+    bases = [s for s in upsert_stats if ".log." not in s.path]
+    assert sum(s.numWrites for s in logs) == 60
+    assert len(bases) == 1, [s.path for s in bases]
+    assert bases[0].numInserts == len(admitted) + len(beyond)
+    want = {
+        r: 2 if r in set(stored[:60]) | set(admitted) | set(beyond) else 1 for r in stored + admitted + beyond
+    }
+    expected = [{"id": k, "ts": want[k]} for k in sorted(want)]
+    assert rows_by(shoal.Table(path).read(), ["id", "ts"], ["id"]) == expected
+    assert rows_by(hudi_rs_read(path), ["id", "ts"], ["id"]) == expected
+    # A local (exact) upsert of the admitted keys finds them in that base file: no duplicates.
+    shoal.Table(path).upsert(rows(admitted, 3))
+    got = rows_by(shoal.Table(path).read(), ["id", "ts"], ["id"])
+    assert len(got) == len(want) and all(r["ts"] == 3 for r in got if r["id"] in set(admitted))

@@ -11,8 +11,9 @@ is the expensive direction: /work/shared/spec/SPARK_NOTES.md):
    only one footer admits keeps that file's id unread: on copy-on-write tables the rewrite of
    that file group takes a bloom false positive as an insert; on merge-on-read the log append
    task of the file group reads its base file's keys once and writes the false positives to
-   a new file group's base file (``_split_strays``): a new key must not land in a log, where no
-   bloom index finds it. Keys several files may hold are confirmed by reading the files' key
+   a base file (``_split_strays``): a new key must not land in a log, where no bloom index
+   finds it. That base file is the one the partition's inserts create when the driver paired
+   the two buckets into one task (``stray_targets``), else a new file group's. Keys several files may hold are confirmed by reading the files' key
    columns. Each task returns
    its record counts per (partition, file group or new, operation), the workload profile, and
    the keys whose confirmed tag differs from the footer tag (``BloomIndex.footer_tags``).
@@ -386,6 +387,9 @@ class BucketTaskSpec:
     # Per bucket: for a merge-on-read log append, the new file group that takes the records
     # whose keys its base file does not hold (bloom false positives); None otherwise.
     stray_specs: tuple[CowWriteSpec | None, ...] = ()
+    # Per bucket: for a log append, the bucket of its task (written after it) whose base file
+    # takes those records instead of a file group of their own; None otherwise.
+    stray_targets: tuple[int | None, ...] = ()
 
 
 class SparkWrite:
@@ -507,13 +511,17 @@ class SparkWrite:
             )
             for b, bucket in enumerate(assignment.buckets)
         )
+        # Only the bloom index's footer tags can be false positives.
+        strays_possible = bucketed is None and self.table.write_config.get(wc.INDEX_TYPE) == "BLOOM"
         # Light buckets share write tasks: each Python task costs tens of milliseconds of its own.
         weights = [
             bucket_weight(bucket, spec, assigner.avg_record_size)
             for bucket, spec in zip(assignment.buckets, specs, strict=True)
         ]
         num_tasks = write_task_count(weights, self.spark.sparkContext.defaultParallelism)
-        route_values = route_keys(pack_buckets(weights, num_tasks), num_tasks)
+        targets = stray_targets(assignment, specs, weights, num_tasks) if strays_possible else [None] * n
+        task_of, num_tasks = pack_with_targets(weights, targets, num_tasks)
+        route_values = routes_before_targets(route_keys(task_of, num_tasks), targets)
         stats: list[WriteStat] = []
         received = 0
         if n:
@@ -542,10 +550,10 @@ class SparkWrite:
                 fill_missing=bool(self.table.write_config.get(wc.SCHEMA_ON_WRITE_ADD_COLUMNS)),
                 combine=combine,
                 sort_by_key=sort_by_key,
-                # Only the bloom index's footer tags can be false positives.
                 stray_specs=tuple(_stray_spec(writer, spec, b, n) for b, spec in enumerate(specs))
-                if bucketed is None and self.table.write_config.get(wc.INDEX_TYPE) == "BLOOM"
+                if strays_possible
                 else (),
+                stray_targets=tuple(targets) if strays_possible else (),
             )
             pieces_of = piece_bytes(batch_rows(source.schema))
             packed = source.mapInArrow(
@@ -951,6 +959,63 @@ def pack_buckets(weights: Sequence[int], tasks: int) -> list[int]:
         task_of[b] = t
         heapq.heappush(loads, (load + weights[b] + 1, t))
     return task_of
+
+
+def stray_targets(
+    assignment: Assignment,
+    specs: Sequence[CowWriteSpec | LogAppendSpec],
+    weights: Sequence[int],
+    tasks: int,
+) -> list[int | None]:
+    """For each merge-on-read log append that may get bloom false positives (a base file's
+    footer admitted them), a bucket of its partition that writes a base file with inserts, to
+    take those new records when the two run in one task (None: none). Each such bucket takes
+    one log's; a pair heavier than both a task's share of the work and MIN_TASK_RECORDS stays
+    apart, so pairing never costs the write its parallelism."""
+    share = max(sum(weights) / max(1, tasks), MIN_TASK_RECORDS)
+    free: dict[str, list[int]] = defaultdict(list)
+    for partition, plan in assignment.insert_plan.items():
+        free[partition] = [b for b, count in plan if count > 0 and isinstance(specs[b], CowWriteSpec)]
+    targets: list[int | None] = [None] * len(specs)
+    for b, spec in enumerate(specs):
+        if not isinstance(spec, LogAppendSpec) or not spec.base_file_name:
+            continue
+        candidates = free.get(spec.partition_path, [])
+        for i, target in enumerate(candidates):
+            if weights[b] + weights[target] <= share:
+                targets[b] = candidates.pop(i)
+                break
+    return targets
+
+
+def pack_with_targets(
+    weights: Sequence[int], targets: Sequence[int | None], tasks: int
+) -> tuple[list[int], int]:
+    """The task of each bucket (:func:`pack_buckets`), a bucket and its stray target always in
+    one; and the number of tasks (no more than the units packed)."""
+    unit_of = list(range(len(weights)))
+    for b, target in enumerate(targets):
+        if target is not None:
+            unit_of[target] = b
+    units = sorted(set(unit_of))
+    index = {u: i for i, u in enumerate(units)}
+    unit_weights = [0] * len(units)
+    for b, w in enumerate(weights):
+        unit_weights[index[unit_of[b]]] += w
+    tasks = max(1, min(tasks, len(units)))
+    task_of_unit = pack_buckets(unit_weights, tasks)
+    return [task_of_unit[index[unit_of[b]]] for b in range(len(weights))], tasks
+
+
+def routes_before_targets(route_values: list[int], targets: Sequence[int | None]) -> list[int]:
+    """``route_values`` with each log bucket's value below its stray target's (both in one task,
+    so either value places either bucket): a task writes its buckets in route order, and the
+    target must come after the log whose records it takes."""
+    values = list(route_values)
+    for b, target in enumerate(targets):
+        if target is not None and values[b] > values[target]:
+            values[b], values[target] = values[target], values[b]
+    return values
 
 
 def route_keys(task_of: Sequence[int], tasks: int) -> list[int]:
@@ -1377,50 +1442,87 @@ def _write_task(
     """Writes the buckets whose packed records (``shoal.spark.packing``) reach this task,
     sorted by route value: each bucket once all its records are in, so the task unpacks one
     bucket's records at a time."""
-    bucket_of = {v: b for b, v in enumerate(task.route_values)}
+    writer = _TaskWriter(task, after_write)
     pending: list[pa.Buffer] = []
     current: int | None = None
     for route, value in packed_values(batches):
         if route != current:
             if pending:
-                yield _write_bucket(task, after_write, bucket_of, current, pending)
+                yield writer.bucket(current, pending)
             pending, current = [], route
         pending.append(value)
     if pending:
-        yield _write_bucket(task, after_write, bucket_of, current, pending)
+        yield writer.bucket(current, pending)
+    yield from writer.leftover_strays()
 
 
-def _write_bucket(
-    task: BucketTaskSpec,
-    after_write: Callable[[CowWriteSpec | LogAppendSpec, WriteStat], None] | None,
-    bucket_of: dict[int, int],
-    route: int | None,
-    payloads: list[pa.Buffer],
-) -> pa.RecordBatch:
-    """Writes one bucket's records (all of them, keyed by the route pass) and returns its
-    result row."""
-    bucket = bucket_of.get(route) if route is not None else None
-    if bucket is None:
-        raise InvalidArgumentError(f"rows with the unknown route value {route} reached a write task")
-    data = unpack(payloads)
-    seq = data.column(SEQ_COLUMN) if SEQ_COLUMN in data.column_names else None
-    records = _finish(data.drop_columns([SEQ_COLUMN]) if seq is not None else data, seq, task)
-    stats: list[WriteStat] = []
-    stray_spec = task.stray_specs[bucket] if task.stray_specs else None
-    writes: list[tuple[CowWriteSpec | LogAppendSpec, pa.Table]] = [(task.specs[bucket], records)]
-    if stray_spec is not None and records.num_rows:
-        log_spec = task.specs[bucket]
-        assert isinstance(log_spec, LogAppendSpec)
-        held, strays = _split_strays(log_spec, records)
-        writes = [(log_spec, held), (stray_spec, strays)]
-    for write_spec, rows in writes:
-        if rows.num_rows and not _creates_nothing(write_spec, rows):
-            spec = name_attempt(write_spec)
-            stats.append(run_write_task(spec, rows))
-            if after_write is not None:
-                after_write(spec, stats[-1])
-    result = {"received": data.num_rows, "stats": [s.to_dict() for s in stats]}
-    return pa.RecordBatch.from_pydict({"result": [json.dumps(result)]})
+class _TaskWriter:
+    """The buckets of one write task, written in route order. A log append's bloom false
+    positives go to its stray target when that comes later in the task, else to a file group
+    of their own."""
+
+    def __init__(
+        self,
+        task: BucketTaskSpec,
+        after_write: Callable[[CowWriteSpec | LogAppendSpec, WriteStat], None] | None,
+    ) -> None:
+        self.task = task
+        self.after_write = after_write
+        self.bucket_of = {v: b for b, v in enumerate(task.route_values)}
+        self.written: set[int] = set()
+        # Per target bucket: (log bucket, records) waiting for it.
+        self.carried: dict[int, list[tuple[int, pa.Table]]] = defaultdict(list)
+
+    def bucket(self, route: int | None, payloads: list[pa.Buffer]) -> pa.RecordBatch:
+        """Writes one bucket's records (all of them, keyed by the route pass) and returns its
+        result row."""
+        task = self.task
+        bucket = self.bucket_of.get(route) if route is not None else None
+        if bucket is None:
+            raise InvalidArgumentError(f"rows with the unknown route value {route} reached a write task")
+        self.written.add(bucket)
+        data = unpack(payloads)
+        seq = data.column(SEQ_COLUMN) if SEQ_COLUMN in data.column_names else None
+        records = _finish(data.drop_columns([SEQ_COLUMN]) if seq is not None else data, seq, task)
+        carried = self.carried.pop(bucket, [])
+        if carried:
+            records = pa.concat_tables([records, *(strays for _, strays in carried)])
+        stray_spec = task.stray_specs[bucket] if task.stray_specs else None
+        writes: list[tuple[CowWriteSpec | LogAppendSpec, pa.Table]] = [(task.specs[bucket], records)]
+        if stray_spec is not None and records.num_rows:
+            log_spec = task.specs[bucket]
+            assert isinstance(log_spec, LogAppendSpec)
+            held, strays = _split_strays(log_spec, records)
+            writes = [(log_spec, held)]
+            target = task.stray_targets[bucket] if task.stray_targets else None
+            if target is not None and target not in self.written and strays.num_rows:
+                self.carried[target].append((bucket, strays))
+            else:
+                writes.append((stray_spec, strays))
+        return self._result(data.num_rows, writes)
+
+    def leftover_strays(self) -> Iterator[pa.RecordBatch]:
+        """Strays whose target got no records in this task (the input changed): each log's in
+        a file group of its own."""
+        for items in self.carried.values():
+            for bucket, strays in items:
+                stray_spec = self.task.stray_specs[bucket]
+                assert stray_spec is not None
+                yield self._result(0, [(stray_spec, strays)])
+        self.carried.clear()
+
+    def _result(
+        self, received: int, writes: list[tuple[CowWriteSpec | LogAppendSpec, pa.Table]]
+    ) -> pa.RecordBatch:
+        stats: list[WriteStat] = []
+        for write_spec, rows in writes:
+            if rows.num_rows and not _creates_nothing(write_spec, rows):
+                spec = name_attempt(write_spec)
+                stats.append(run_write_task(spec, rows))
+                if self.after_write is not None:
+                    self.after_write(spec, stats[-1])
+        result = {"received": received, "stats": [s.to_dict() for s in stats]}
+        return pa.RecordBatch.from_pydict({"result": [json.dumps(result)]})
 
 
 def _stray_spec(
