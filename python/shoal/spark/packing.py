@@ -82,11 +82,11 @@ def pack(
             stream.write_table(ordered.slice(start, length))
         end = sink.tell()
         value_id = next(value_ids)
-        for piece, at in enumerate(range(begin, end, pieces_of)):
-            rows[0].append(value)
-            rows[1].append(value_id)
-            rows[2].append(piece)
-            offsets.append(min(end, at + pieces_of))
+        ends = np.minimum(np.arange(begin, end, pieces_of) + pieces_of, end)
+        rows[0].extend([value] * len(ends))
+        rows[1].extend([value_id] * len(ends))
+        rows[2].extend(range(len(ends)))
+        offsets.extend(ends.tolist())
         if end >= PACKED_BATCH_BYTES:
             yield _batch(rows, offsets, sink.getvalue())
             sink, rows, offsets = pa.BufferOutputStream(), ([], [], []), [0]

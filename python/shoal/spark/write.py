@@ -13,10 +13,10 @@ is the expensive direction: /work/shared/spec/SPARK_NOTES.md):
    task of the file group reads its base file's keys once and writes the false positives to
    a base file (``_split_strays``): a new key must not land in a log, where no bloom index
    finds it. That base file is the one the partition's inserts create when the driver paired
-   the two buckets into one task (``stray_targets``), else a new file group's. Keys several files may hold are confirmed by reading the files' key
-   columns. Each task returns
-   its record counts per (partition, file group or new, operation), the workload profile, and
-   the keys whose confirmed tag differs from the footer tag (``BloomIndex.footer_tags``).
+   the two buckets into one task (``stray_targets``), else a new file group's. Keys several
+   files may hold are confirmed by reading the files' key columns. Each task returns its
+   record counts per (partition, file group or new, operation), the workload profile, and the
+   keys whose confirmed tag differs from the footer tag (``BloomIndex.footer_tags``).
 2. *assign* buckets on the driver with the local writer's ``BucketAssigner``: updates go to the
    file group holding their key; inserts fill small files, then new file groups.
 3. *route* (``mapInArrow`` over whole records): keys the records (``key_records``); the same
