@@ -10,7 +10,7 @@
 use std::collections::HashSet;
 
 use arrow_array::cast::AsArray;
-use arrow_array::{Array, UInt64Array};
+use arrow_array::{Array, BooleanArray, UInt64Array};
 use arrow_schema::DataType;
 
 use crate::error::{Error, Result};
@@ -75,6 +75,34 @@ pub fn all_distinct(keys: &dyn Array) -> Result<bool> {
         (0..keys.len())
             .filter(|&i| keys.is_valid(i))
             .all(|i| seen.insert(value(i)))
+    })
+}
+
+/// For each key of `probe`, whether `stored` holds it (a null is held by nothing). Only the
+/// probe keys go into a hash set, and each stored key is hashed once to look it up: the probe
+/// is a bucket's keys, the stored keys a whole base file's. Arrow's `is_in` in both directions
+/// (the stored keys that match, then the probe keys among those) took 1.4x as long on 66k probe
+/// keys against 500k stored UUID keys (21 ms against 15 ms).
+pub fn held_by(probe: &dyn Array, stored: &dyn Array) -> Result<BooleanArray> {
+    with_values!(probe, "key membership", |probe_value| {
+        let hasher = ahash::RandomState::new();
+        let mut wanted: HashSet<&[u8], ahash::RandomState> =
+            HashSet::with_capacity_and_hasher(probe.len(), hasher.clone());
+        for i in (0..probe.len()).filter(|&i| probe.is_valid(i)) {
+            wanted.insert(probe_value(i));
+        }
+        let mut found: HashSet<&[u8], ahash::RandomState> =
+            HashSet::with_capacity_and_hasher(wanted.len(), hasher);
+        with_values!(stored, "key membership", |stored_value| {
+            for j in (0..stored.len()).filter(|&j| stored.is_valid(j)) {
+                if let Some(key) = wanted.get(stored_value(j)) {
+                    found.insert(key);
+                }
+            }
+        })?;
+        (0..probe.len())
+            .map(|i| probe.is_valid(i) && found.contains(probe_value(i)))
+            .collect::<BooleanArray>()
     })
 }
 
@@ -257,5 +285,42 @@ mod tests {
         assert!(all_distinct(&view).unwrap());
         assert!(all_distinct(&StringArray::from(Vec::<&str>::new())).unwrap());
         assert!(all_distinct(&arrow_array::Int32Array::from(vec![1])).is_err());
+    }
+
+    #[test]
+    fn held_by_matches_a_naive_lookup_across_array_types() {
+        let probe = StringArray::from(vec![
+            Some("a"),
+            None,
+            Some("zz"),
+            Some("a"),
+            Some(""),
+            Some("é"),
+        ]);
+        let stored = LargeStringArray::from(vec![Some("é"), Some("a"), None, Some("b"), Some("")]);
+        let got = held_by(&probe, &stored).unwrap();
+        let expected: Vec<bool> = vec![true, false, false, true, true, true];
+        assert_eq!(got.iter().map(|v| v.unwrap()).collect::<Vec<_>>(), expected);
+        assert_eq!(got.null_count(), 0);
+        let stored_view = StringViewArray::from(vec!["zz", "a long key past twelve bytes"]);
+        let got = held_by(&probe.slice(2, 4), &stored_view).unwrap();
+        assert_eq!(
+            got.iter().map(|v| v.unwrap()).collect::<Vec<_>>(),
+            vec![true, false, false, false]
+        );
+        let bytes = BinaryArray::from(vec![b"a".as_ref()]);
+        assert!(held_by(&bytes, &stored).unwrap().value(0));
+        assert_eq!(
+            held_by(&probe, &StringArray::from(Vec::<&str>::new()))
+                .unwrap()
+                .true_count(),
+            0
+        );
+        let ints = arrow_array::Int32Array::from(vec![1]);
+        assert!(matches!(
+            held_by(&ints, &stored),
+            Err(Error::Unsupported(_))
+        ));
+        assert!(matches!(held_by(&probe, &ints), Err(Error::Unsupported(_))));
     }
 }

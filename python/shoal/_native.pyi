@@ -65,6 +65,10 @@ def key_bounds(keys: pa.Array | Any) -> tuple[str, str] | None:
 def keys_distinct(keys: pa.Array | Any) -> bool:
     """Whether no two valid keys of a string or binary array are equal (nulls ignored)."""
 
+def keys_held_by(probe: pa.Array | Any, stored: pa.Array | Any) -> pa.BooleanArray:
+    """For each key of ``probe``, whether ``stored`` holds it (null keys: false); both string or
+    binary arrays."""
+
 # --- spliced base files (rust/splice) ------------------------------------------------------------
 
 def splice_base_file(

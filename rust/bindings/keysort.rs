@@ -44,10 +44,26 @@ fn keys_distinct(py: Python<'_>, keys: PyArray) -> PyResult<bool> {
         .map_err(to_py_err)
 }
 
+/// For each key of `probe`, whether `stored` holds it (null keys: false); both string or binary
+/// arrays. Returns a `pyarrow.BooleanArray`.
+#[pyfunction]
+fn keys_held_by<'py>(
+    py: Python<'py>,
+    probe: PyArray,
+    stored: PyArray,
+) -> PyResult<Bound<'py, PyAny>> {
+    let held = py
+        .detach(|| crate::keysort::held_by(probe.as_ref().as_ref(), stored.as_ref().as_ref()))
+        .map_err(to_py_err)?;
+    let exported = Bound::new(py, PyArray::from_array_ref(Arc::new(held)))?;
+    py.import("pyarrow")?.getattr("array")?.call1((exported,))
+}
+
 /// Adds record-key ordering to `_native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sort_key_indices, m)?)?;
     m.add_function(wrap_pyfunction!(key_bounds, m)?)?;
     m.add_function(wrap_pyfunction!(keys_distinct, m)?)?;
+    m.add_function(wrap_pyfunction!(keys_held_by, m)?)?;
     Ok(())
 }
