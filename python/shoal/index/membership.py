@@ -7,6 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal import _native
+from shoal.arrays import contiguous
 
 
 def held_by(
@@ -16,7 +17,7 @@ def held_by(
     only ``probe`` hashed into a set, and each stored key hashed once to look it up. String and
     binary keys (every record key) go to the Rust core; other types to Arrow's ``is_in``."""
     if _is_text(probe.type) and _is_text(stored.type):
-        return _native.keys_held_by(_one_chunk(probe), _one_chunk(stored))
+        return _native.keys_held_by(contiguous(probe), contiguous(stored))
     matched = stored.filter(pc.is_in(stored, value_set=probe))
     return pc.is_in(probe, value_set=matched)
 
@@ -28,9 +29,3 @@ def _is_text(t: pa.DataType) -> bool:
         or pa.types.is_binary(t)
         or pa.types.is_large_binary(t)
     )
-
-
-def _one_chunk(keys: pa.Array | pa.ChunkedArray) -> pa.Array:
-    if isinstance(keys, pa.ChunkedArray):
-        return keys.chunk(0) if keys.num_chunks == 1 else keys.combine_chunks()
-    return keys

@@ -33,6 +33,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shoal.arrays import contiguous
 from shoal.errors import InvalidRecordKeyError
 from shoal.keygen.javafmt import java_double_to_string, java_float_to_string
 
@@ -49,26 +50,16 @@ def column(data: pa.Table | pa.RecordBatch, field: str, role: str) -> pa.Array:
     """
     names = data.schema.names
     if field in names:
-        return _contiguous(data.column(field))
+        return contiguous(data.column(field))
     parts = field.split(".")
     if len(parts) < 2 or parts[0] not in names:
         raise InvalidRecordKeyError(f"{role} field {field!r} is not a column of the data (columns: {names})")
-    values = _contiguous(data.column(parts[0]))
+    values = contiguous(data.column(parts[0]))
     for depth, part in enumerate(parts[1:], start=1):
         if not pa.types.is_struct(values.type) or values.type.get_field_index(part) < 0:
             path = ".".join(parts[:depth])
             raise InvalidRecordKeyError(f"{role} field {field!r}: {path!r} has no struct field {part!r}")
         values = pc.struct_field(values, [values.type.get_field_index(part)])
-    return values
-
-
-def _contiguous(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    if isinstance(values, pa.ChunkedArray):
-        if values.num_chunks == 1:
-            return values.chunk(0)
-        if values.num_chunks == 0:
-            return pa.array([], type=values.type)
-        return values.combine_chunks()
     return values
 
 

@@ -89,6 +89,7 @@ from pyspark.sql.types import (
 )
 
 from shoal import _native
+from shoal.arrays import contiguous
 from shoal.config import write_config as wc
 from shoal.config.table_config import MergeOrdering, TableConfig, TableType
 from shoal.errors import InvalidArgumentError, InvalidOptionError
@@ -973,9 +974,10 @@ def stray_targets(
     one log's; a pair heavier than both a task's share of the work and MIN_TASK_RECORDS stays
     apart, so pairing never costs the write its parallelism."""
     share = max(sum(weights) / max(1, tasks), MIN_TASK_RECORDS)
-    free: dict[str, list[int]] = defaultdict(list)
-    for partition, plan in assignment.insert_plan.items():
-        free[partition] = [b for b, count in plan if count > 0 and isinstance(specs[b], CowWriteSpec)]
+    free = {
+        partition: [b for b, count in plan if count > 0 and isinstance(specs[b], CowWriteSpec)]
+        for partition, plan in assignment.insert_plan.items()
+    }
     targets: list[int | None] = [None] * len(specs)
     for b, spec in enumerate(specs):
         if not isinstance(spec, LogAppendSpec) or not spec.base_file_name:
@@ -1581,9 +1583,7 @@ def _finish(records: pa.Table, seq: pa.ChunkedArray | None, task: BucketTaskSpec
     when keys repeat) and, for a bulk insert, in key or input order."""
     op = task.operation
     keys = records.column(RECORD_KEY)
-    repeats = task.combine and not _native.keys_distinct(
-        keys.chunk(0) if keys.num_chunks == 1 else keys.combine_chunks()
-    )
+    repeats = task.combine and not _native.keys_distinct(contiguous(keys))
     if seq is not None and (repeats or (op == Operation.BULK_INSERT and not task.sort_by_key)):
         records = take_rows(records, pc.sort_indices(seq))
     records = finish_records(records, op, task.ordering_field, repeats)

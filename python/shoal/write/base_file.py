@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from shoal import _native
+from shoal.arrays import contiguous
 from shoal.fs.storage import Storage
 from shoal.index.footer import BLOOM_FILTER_KEY, BLOOM_FILTER_TYPE_KEY, MAX_RECORD_KEY, MIN_RECORD_KEY
 from shoal.write.schema import META_COLUMNS
@@ -223,8 +224,7 @@ def write_spliced_base_file(
 def key_footer_values(keys: pa.ChunkedArray | pa.Array, opts: BaseFileOptions) -> KeyFooterValues | None:
     """The record-key footer entries of a file holding ``keys``; None when it holds no record
     (record keys are never null, so there are bounds exactly when there are records)."""
-    if isinstance(keys, pa.ChunkedArray):
-        keys = keys.chunk(0) if keys.num_chunks == 1 else keys.combine_chunks()
+    keys = contiguous(keys)
     bounds = _native.key_bounds(keys)
     if bounds is None:
         return None

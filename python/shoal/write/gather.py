@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal import _native
+from shoal.arrays import contiguous
 
 RECORD_KEY = "_hoodie_record_key"
 
@@ -49,7 +50,7 @@ def key_ordered_gathers(data: pa.Table, rows: pa.Array, rows_per_gather: int) ->
     if len(rows) <= rows_per_gather:
         return [RowGather(data, rows, sort_by_key=True)]
     keys = pc.take(data.column(RECORD_KEY), rows, boundscheck=False)
-    order = _native.sort_key_indices(keys.chunk(0) if keys.num_chunks == 1 else keys.combine_chunks())
+    order = _native.sort_key_indices(contiguous(keys))
     positions = order.to_numpy()
     gathers = []
     for lo in range(0, len(positions), rows_per_gather):
@@ -69,7 +70,7 @@ def sorted_by_key(data: pa.Table, rows: pa.Array) -> pa.Table:
     # cache-friendly) copy: measured faster than one gather in key order from all of ``data``.
     part = take_rows(data, rows)
     keys = part.column(RECORD_KEY)
-    order = _native.sort_key_indices(keys.chunk(0) if keys.num_chunks == 1 else keys.combine_chunks())
+    order = _native.sort_key_indices(contiguous(keys))
     return take_rows(part, order)
 
 

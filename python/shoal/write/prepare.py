@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal import _native
+from shoal.arrays import contiguous
 from shoal.errors import InvalidRecordKeyError, SchemaMismatchError
 from shoal.keygen import KeyGenerator
 from shoal.write.schema import IS_DELETED_COLUMN
@@ -81,7 +82,7 @@ def dedup_by_key(data: pa.Table, ordering_field: str | None) -> pa.Table:
         return data
     keys = data.column(RECORD_KEY)
     partitions = data.column(PARTITION_PATH)
-    if _native.keys_distinct(keys.chunk(0) if keys.num_chunks == 1 else keys.combine_chunks()):
+    if _native.keys_distinct(contiguous(keys)):
         return data
     group = pc.binary_join_element_wise(partitions, keys, "\x00") if len(pc.unique(partitions)) > 1 else keys
     work = data.append_column("__group", group)

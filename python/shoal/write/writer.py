@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal import _native
+from shoal.arrays import contiguous
 from shoal.config.table_config import MergeOrdering, TableConfig, TableType
 from shoal.config.write_config import (
     ALLOW_DUPLICATE_ON_INSERTS,
@@ -660,9 +661,7 @@ def run_write_task(
 def group_rows(values: pa.Array | pa.ChunkedArray) -> list[tuple[Any, pa.Array]]:
     """The distinct non-null values of ``values`` in ascending order, each with the (ascending)
     indices of the rows holding it."""
-    if isinstance(values, pa.ChunkedArray):
-        values = values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()
-    encoded = pc.dictionary_encode(values)
+    encoded = pc.dictionary_encode(contiguous(values))
     codes = encoded.indices.fill_null(-1) if encoded.null_count else encoded.indices
     # A stable sort by code groups the rows and keeps each group in row order.
     order = pc.array_sort_indices(codes)
