@@ -301,6 +301,7 @@ class Table:
         from shoal.services.savepoint import savepointed_instants
         from shoal.timeline.lock import WRITE, table_lock
 
+        self.config.check_writable("roll back")
         with table_lock(self.storage, WRITE):
             timeline = self._timeline()
             last = timeline.last_completed_data_instant()

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from shoal.config import javaprops
-from shoal.errors import CorruptTableError, InvalidOptionError, TableNotFoundError
+from shoal.errors import CorruptTableError, InvalidOptionError, TableNotFoundError, UnsupportedError
 from shoal.fs.storage import Storage
 
 PROPERTIES_FILE = "hoodie.properties"
@@ -150,6 +150,21 @@ class TableConfig:
             return int(self.props.get(TABLE_VERSION, str(TABLE_VERSION_DEFAULT)))
         except ValueError:
             raise CorruptTableError(f"bad {TABLE_VERSION}: {self.props.get(TABLE_VERSION)!r}") from None
+
+    def check_writable(self, what: str) -> None:
+        """Raises UnsupportedError unless shoal can ``what`` (a write, a rollback, a table
+        service) on this table without breaking it for other readers. shoal writes its
+        instants, commit metadata and log files as table version 6 lays them out. Version 8
+        names a completed instant's file with its completion time, keeps commit metadata as
+        Avro and names log files by the delta commit that wrote them: Hudi 1.x and hudi-rs would
+        not see a commit shoal wrote there, and would read the table without it."""
+        if self.table_version >= 8:
+            raise UnsupportedError(
+                f"cannot {what}: this table is version {self.table_version} (Hudi 1.x) and shoal "
+                "writes table version 6 instants, which Hudi 1.x and hudi-rs would not see in a "
+                "version 8 table; shoal reads it (snapshot, read-optimized, incremental, time travel), "
+                "write it with Apache Hudi 1.x"
+            )
 
     @property
     def timeline_layout_version(self) -> int:

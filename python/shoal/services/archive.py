@@ -65,7 +65,7 @@ from shoal.config.write_config import (
     COMPACT_TRIGGER_STRATEGY,
     WriteConfig,
 )
-from shoal.errors import CorruptTableError, ShoalError, UnsupportedError
+from shoal.errors import CorruptTableError, ShoalError
 from shoal.fs.markers import delete_markers
 from shoal.fs.storage import Storage
 from shoal.timeline.archived import (
@@ -279,11 +279,7 @@ def _oldest_to_retain_for_compaction(
 
 def archive(storage: Storage, table_config: TableConfig, write_config: WriteConfig) -> ArchiveResult:
     """Archives what the rules allow now (see the module docs); safe to re-run after a crash."""
-    if table_config.table_version >= 8:
-        raise UnsupportedError(
-            "archiving table version 8 (its LSM archived timeline) is not supported; shoal "
-            "archives the tables it writes (version 6)"
-        )
+    table_config.check_writable("archive")
     settings = ArchivalSettings.from_config(write_config)
     with table_lock(storage, WRITE):
         result = ArchiveResult(recovered_merge=recover_merge(storage, table_config))

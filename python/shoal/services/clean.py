@@ -64,7 +64,7 @@ from shoal.fs.naming import parse_base_file_name, parse_log_file_name
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileGroup, FileSlice, FileSystemView
 from shoal.schemas import load_schema
-from shoal.services.savepoint import check_version, decode_record, savepointed_files, savepointed_instants
+from shoal.services.savepoint import decode_record, savepointed_files, savepointed_instants
 from shoal.timeline.instant import Action, Instant, State
 from shoal.timeline.instant_time import format_instant
 from shoal.timeline.lock import WRITE, table_lock
@@ -356,7 +356,7 @@ def schedule_clean(
     """Saves a clean plan and returns its instant; None when nothing is to be deleted, or (unless
     ``force``) when fewer than ``hoodie.clean.max.commits`` commits completed since the last
     clean. ``clock`` is "now" for KEEP_LATEST_BY_HOURS."""
-    check_version(config, "clean")
+    config.check_writable("clean")
     with table_lock(storage, WRITE):
         timeline = Timeline.load(storage, config)
         if not force and commits_since_last_clean(timeline) < wc.get(CLEAN_MAX_COMMITS):
@@ -376,7 +376,7 @@ def run_clean(
 ) -> dict:
     """Executes the clean plan at ``instant_time`` (requested, or inflight after a crash) and
     returns the ``HoodieCleanMetadata``; a completed clean just returns its metadata."""
-    check_version(config, "clean")
+    config.check_writable("clean")
     executor = executor or LocalExecutor()
     with table_lock(storage, WRITE):
         started = time.monotonic()

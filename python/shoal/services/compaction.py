@@ -428,10 +428,7 @@ def base_file_options(config: TableConfig, wc: WriteConfig) -> BaseFileOptions:
 def _check_supported(config: TableConfig) -> None:
     if config.table_type != TableType.MERGE_ON_READ:
         raise InvalidArgumentError("compaction applies to MERGE_ON_READ tables only")
-    if config.table_version >= 8:
-        raise UnsupportedError(
-            f"compaction writes table version 6 instants; this table is version {config.table_version}"
-        )
+    config.check_writable("compact")
     if not config.populate_meta_fields:
         raise UnsupportedError("compaction of tables written with hoodie.populate.meta.fields=false")
 

@@ -32,7 +32,7 @@ from shoal.fs.storage import Storage
 from shoal.schemas import load_schema
 from shoal.services.clean import run_pending_cleans
 from shoal.services.rollback import replay_markers, rollback_inflight_compaction, rollback_instant
-from shoal.services.savepoint import check_version, decode_record, savepointed_instants
+from shoal.services.savepoint import decode_record, savepointed_instants
 from shoal.timeline.instant import Action, Instant, State
 from shoal.timeline.lock import COMPACTION, WRITE, table_lock
 from shoal.timeline.timeline import Timeline
@@ -51,7 +51,7 @@ def restore(
 ) -> str:
     """Rolls the table back to the savepoint at ``savepoint_time`` and returns the restore
     instant. Writers and compaction runners of this process wait meanwhile."""
-    check_version(config, "restore")
+    config.check_writable("restore")
     with table_lock(storage, WRITE), table_lock(storage, COMPACTION):
         resumed = finish_pending_restores(storage, config)
         # A clean planned before the restore may hold slices the restore makes latest again.

@@ -21,7 +21,6 @@ from shoal.errors import (
     CorruptTableError,
     InstantNotFoundError,
     InvalidArgumentError,
-    UnsupportedError,
 )
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
@@ -83,7 +82,7 @@ def create_savepoint(
     already removed (CleanedInstantError)."""
     from shoal.services.clean import ensure_retained
 
-    check_version(config, "savepoint")
+    config.check_writable("savepoint")
     with table_lock(storage, WRITE):
         timeline = Timeline.load(storage, config)
         if instant_time is None:
@@ -127,22 +126,13 @@ def create_savepoint(
 def delete_savepoint(storage: Storage, config: TableConfig, instant_time: str) -> None:
     """Removes the savepoint at ``instant_time`` (completed file first, as Hudi reverts it to
     inflight, then the inflight file)."""
-    check_version(config, "delete a savepoint")
+    config.check_writable("delete a savepoint")
     with table_lock(storage, WRITE):
         timeline = Timeline.load(storage, config)
         if instant_time not in savepointed_instants(timeline):
             raise InstantNotFoundError(f"no savepoint at {instant_time}")
         for state in (State.COMPLETED, State.INFLIGHT):
             storage.delete(timeline.path_of(Instant(instant_time, Action.SAVEPOINT, state)), missing_ok=True)
-
-
-def check_version(config: TableConfig, what: str) -> None:
-    """Savepoints, cleans and restores are written as table version 6 instants."""
-    if config.table_version >= 8:
-        raise UnsupportedError(
-            f"cannot {what}: shoal writes table version 6 instants; this table is version "
-            f"{config.table_version}"
-        )
 
 
 def decode_record(data: bytes, what: str) -> dict:

@@ -145,6 +145,8 @@ class Writer:
         keygen: KeyGenerator,
         executor: Executor | None = None,
     ) -> None:
+        # Before any instant: every write path (local, stream, Spark, the data source) starts here.
+        config.check_writable("write")
         self.storage = storage
         self.config = config
         self.wc = write_config
