@@ -47,6 +47,13 @@ def main() -> None:
     ap.add_argument("--input-files", type=int, default=4, help="parquet files the upsert is read from")
     ap.add_argument("--driver-memory", default="6g")
     ap.add_argument("--table-type", choices=["COPY_ON_WRITE", "MERGE_ON_READ", "both"], default="both")
+    ap.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the session (repeatable), e.g. spark.shuffle.compress=false",
+    )
     ap.add_argument("--out", default="benches/results/spark_upsert.json")
     ap.add_argument(
         "--keep-data",
@@ -98,7 +105,11 @@ def run(args: argparse.Namespace, work: Path, bases: dict[str, Path], source: Pa
     spark = local_session(
         "local[2]",
         app_name="shoal-spark-upsert-bench",
-        conf={"spark.driver.memory": args.driver_memory, "spark.ui.showConsoleProgress": "false"},
+        conf={
+            "spark.driver.memory": args.driver_memory,
+            "spark.ui.showConsoleProgress": "false",
+            **dict(kv.split("=", 1) for kv in args.conf),
+        },
     )
     spark.sparkContext.setLogLevel("ERROR")
     df = spark.read.parquet(str(source))
