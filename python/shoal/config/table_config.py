@@ -38,6 +38,7 @@ RECORD_MERGE_STRATEGY_ID = "hoodie.record.merge.strategy.id"
 TIMELINE_TIMEZONE = "hoodie.table.timeline.timezone"
 TIMELINE_PATH = "hoodie.timeline.path"
 METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
+METADATA_PARTITIONS_INFLIGHT = "hoodie.table.metadata.partitions.inflight"
 CHECKSUM = "hoodie.table.checksum"
 
 TABLE_VERSION_DEFAULT = 6

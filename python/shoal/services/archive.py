@@ -67,6 +67,7 @@ from shoal.config.write_config import (
 )
 from shoal.errors import CorruptTableError, ShoalError
 from shoal.fs.markers import delete_markers
+from shoal.fs.metadata_table import drop_metadata_table
 from shoal.fs.storage import Storage
 from shoal.timeline.archived import (
     MERGE_PLAN_NAME,
@@ -282,6 +283,8 @@ def archive(storage: Storage, table_config: TableConfig, write_config: WriteConf
     table_config.check_writable("archive")
     settings = ArchivalSettings.from_config(write_config)
     with table_lock(storage, WRITE):
+        # Hudi limits archival by the metadata table's compactions; shoal has none to keep.
+        drop_metadata_table(storage, table_config)
         result = ArchiveResult(recovered_merge=recover_merge(storage, table_config))
         timeline = Timeline.load(storage, table_config)
         chosen = instants_to_archive(timeline, table_config, settings)

@@ -10,6 +10,7 @@ from functools import cached_property
 from shoal import _native
 from shoal.config.table_config import TableConfig
 from shoal.errors import CommitConflictError, CorruptTableError, InstantNotFoundError
+from shoal.fs.metadata_table import drop_metadata_table
 from shoal.fs.storage import Storage
 from shoal.timeline.commit_metadata import CommitMetadata
 from shoal.timeline.instant import Action, Instant, State, parse_instant_file_name
@@ -173,6 +174,9 @@ class Timeline:
         existing = self.get(instant_time)
         if existing is not None:
             raise CommitConflictError(f"instant {instant_time} already exists: {existing}")
+        # Every write, rollback, clean, compaction and restore starts here: the first one drops a
+        # metadata table that shoal would leave stale.
+        drop_metadata_table(self.storage, self.config)
         inst = Instant(instant_time, action, State.REQUESTED)
         self.storage.create_exclusive(self.path_of(inst), content)
         return inst
