@@ -167,6 +167,15 @@ class TableConfig:
                 "write it with Apache Hudi 1.x"
             )
 
+    def check_base_file_format(self) -> None:
+        """Raises UnsupportedError unless the table's base files are parquet, the only format
+        shoal reads and writes."""
+        if self.base_file_format != "PARQUET":
+            raise UnsupportedError(
+                f"this table's base files are {self.base_file_format} ({BASE_FILE_FORMAT}); shoal "
+                "reads and writes PARQUET base files only"
+            )
+
     @property
     def timeline_layout_version(self) -> int:
         default = "2" if self.table_version >= 8 else "1"

@@ -106,6 +106,8 @@ class FileSystemView:
         as_of: str | None = None,
         partitions: list[str] | None = None,
     ) -> None:
+        # Base files are taken by their .parquet extension: another format's table would look empty.
+        timeline.config.check_base_file_format()
         self.storage = storage
         self.timeline = timeline
         self.as_of = as_of

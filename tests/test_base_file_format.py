@@ -1,0 +1,74 @@
+"""shoal reads and writes parquet base files only. A table whose ``hoodie.table.base.file.format``
+is ORC or HFILE fails every read and write with UnsupportedError. Without the check, shoal
+would see no base files in such a table and read it as empty, and a write would add parquet
+files that Hudi, which takes base files by the table's extension, would not see.
+
+The tables are copies of a Hudi-written parquet fixture, with the format property changed and
+the checksum recomputed. The refusal comes from the property alone, whatever the files hold.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+import shoal
+from shoal.cli import main
+from shoal.config.table_config import BASE_FILE_FORMAT, TableConfig
+from shoal.errors import UnsupportedError
+from shoal.fs.storage import Storage
+
+FIXTURE = "mor_parquet_v6_simplekeygen_nonhivestyle"
+
+
+def _tree(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _with_format(fixture_table, value: str) -> Path:
+    root = fixture_table(FIXTURE)
+    storage = Storage(str(root))
+    config = TableConfig.load(storage)
+    config.props[BASE_FILE_FORMAT] = value
+    config.save(storage)
+    return root
+
+
+@pytest.mark.parametrize("value", ["ORC", "HFILE", "orc"])
+def test_reads_and_writes_of_a_non_parquet_table_raise(fixture_table, value):
+    root = _with_format(fixture_table, value)
+    table = shoal.Table(str(root))
+    # The timeline is still there to inspect.
+    assert table.instants()
+    files = _tree(root)
+    with pytest.raises(UnsupportedError, match=rf"base files are {value.upper()}"):
+        table.read()
+    with pytest.raises(UnsupportedError, match="PARQUET base files only"):
+        table.read_incremental(start=None)
+    with pytest.raises(UnsupportedError, match="base files are"):
+        table.file_slices()
+    with pytest.raises(UnsupportedError, match="base files are"):
+        table.upsert(shoal.Table(str(fixture_table(FIXTURE))).read())
+    with pytest.raises(UnsupportedError, match="base files are"):
+        table.compact()
+    assert _tree(root) == files
+
+
+def test_the_format_is_case_insensitive_and_parquet_reads(fixture_table):
+    root = _with_format(fixture_table, "parquet")
+    expected = shoal.Table(str(fixture_table(FIXTURE))).read()
+    assert shoal.Table(str(root)).read().num_rows == expected.num_rows > 0
+
+
+def test_cli_show_of_an_orc_table_fails_clearly(fixture_table, capsys):
+    root = _with_format(fixture_table, "ORC")
+    assert main(["show", str(root)]) == 2
+    out = capsys.readouterr().out
+    assert "UnsupportedError" in out and "ORC" in out
+    assert main(["timeline", str(root)]) == 0
