@@ -28,6 +28,7 @@ BASE_FILE_FORMAT = "hoodie.table.base.file.format"
 HIVE_STYLE_PARTITIONING = "hoodie.datasource.write.hive_style_partitioning"
 URL_ENCODE_PARTITIONING = "hoodie.datasource.write.partitionpath.urlencode"
 DROP_PARTITION_COLUMNS = "hoodie.datasource.write.drop.partition.columns"
+CDC_ENABLED = "hoodie.table.cdc.enabled"
 ARCHIVELOG_FOLDER = "hoodie.archivelog.folder"
 POPULATE_META_FIELDS = "hoodie.populate.meta.fields"
 CREATE_SCHEMA = "hoodie.table.create.schema"
@@ -165,6 +166,19 @@ class TableConfig:
                 "writes table version 6 instants, which Hudi 1.x and hudi-rs would not see in a "
                 "version 8 table; shoal reads it (snapshot, read-optimized, incremental, time travel), "
                 "write it with Apache Hudi 1.x"
+            )
+
+    def check_record_writes(self) -> None:
+        """Raises UnsupportedError when shoal cannot write records into this table: beyond
+        :meth:`check_writable`, a table that logs change data (``hoodie.table.cdc.enabled``)
+        needs ``.cdc`` log files beside every change, which shoal does not write, so its CDC
+        queries would miss shoal's changes."""
+        self.check_writable("write")
+        if self.props.get(CDC_ENABLED, "false").strip().lower() == "true":
+            raise UnsupportedError(
+                f"cannot write: this table logs change data ({CDC_ENABLED}=true) and shoal does not "
+                "write the .cdc log files its CDC queries read, so they would miss shoal's changes; "
+                "shoal reads the table"
             )
 
     def check_base_file_format(self) -> None:

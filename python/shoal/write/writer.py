@@ -146,7 +146,7 @@ class Writer:
         executor: Executor | None = None,
     ) -> None:
         # Before any instant: every write path (local, stream, Spark, the data source) starts here.
-        config.check_writable("write")
+        config.check_record_writes()
         self.storage = storage
         self.config = config
         self.wc = write_config
