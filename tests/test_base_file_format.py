@@ -10,6 +10,7 @@ the checksum recomputed. The refusal comes from the property alone, whatever the
 from __future__ import annotations
 
 import hashlib
+import shutil
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,30 @@ def test_cli_show_of_an_orc_table_fails_clearly(fixture_table, capsys):
     out = capsys.readouterr().out
     assert "UnsupportedError" in out and "ORC" in out
     assert main(["timeline", str(root)]) == 0
+
+
+def test_a_metadata_only_bootstrap_skeleton_file_is_refused(fixture_table):
+    """A metadata-only bootstrap (Hudi's instant 00000000000001) leaves skeleton base files
+    holding the meta columns only; the records' data stays in the source files. Built here from
+    a Hudi fixture: one base file copied under a new file group at that instant, with the
+    bootstrap commit completed on the timeline."""
+    root = fixture_table("cow_v6_nonpartitioned")
+    rows = shoal.Table(str(root)).read()
+    records = rows.drop_columns([c for c in rows.column_names if c.startswith("_hoodie_")]).slice(0, 1)
+    base = sorted(root.glob("*.parquet"))[0]
+    skeleton = root / "0f0f0f0f-0000-0000-0000-000000000000-0_0-1-1_00000000000001.parquet"
+    shutil.copyfile(base, skeleton)
+    commit = sorted((root / ".hoodie").glob("*.commit"))[0]
+    shutil.copyfile(commit, root / ".hoodie" / "00000000000001.commit")
+    table = shoal.Table(str(root))
+    assert "00000000000001" in [i.requested_time for i in table.instants()]
+    with pytest.raises(UnsupportedError, match="skeleton file of a metadata-only bootstrap"):
+        table.read()
+    with pytest.raises(UnsupportedError, match="skeleton"):
+        table.upsert(records)
+    assert [i.requested_time for i in shoal.Table(str(root)).instants()] == [
+        i.requested_time for i in table.instants()
+    ]
+
+    skeleton.unlink()
+    assert shoal.Table(str(root)).read().num_rows == rows.num_rows

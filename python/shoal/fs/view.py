@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from shoal.errors import UnsupportedError
 from shoal.fs.naming import (
     PARTITION_METADATA_FILE,
     LogFileName,
@@ -96,6 +97,11 @@ class FileGroup:
         return [self.slices[k] for k in sorted(self.slices)]
 
 
+# Hudi's instant of a metadata-only bootstrap (HoodieTimeline.METADATA_BOOTSTRAP_INSTANT_TS): its
+# base files are skeletons holding the meta columns only.
+METADATA_BOOTSTRAP_INSTANT = "00000000000001"
+
+
 class FileSystemView:
     """File groups of a table as of an instant, built by listing storage (metadata table off)."""
 
@@ -178,6 +184,11 @@ class FileSystemView:
                     continue
                 if not self._base_visible(base.instant_time):
                     continue
+                if base.instant_time == METADATA_BOOTSTRAP_INSTANT:
+                    raise UnsupportedError(
+                        f"{partition}/{f.name} is a skeleton file of a metadata-only bootstrap: its "
+                        "records' data stays in the bootstrap source files, which shoal does not read"
+                    )
                 fg = self._group(partition, base.file_id)
                 fg.slice_at(base.instant_time).base_file = BaseFile(
                     partition, f.name, base.file_id, base.instant_time, f.size
