@@ -172,8 +172,15 @@ class TableConfig:
         """Raises UnsupportedError when shoal cannot write records into this table: beyond
         :meth:`check_writable`, a table that logs change data (``hoodie.table.cdc.enabled``)
         needs ``.cdc`` log files beside every change, which shoal does not write, so its CDC
-        queries would miss shoal's changes."""
+        queries would miss shoal's changes; and a table whose files hold no record keys
+        (``hoodie.populate.meta.fields=false``) gives shoal's index nothing to find the records an
+        upsert or delete replaces (a delete would silently match nothing)."""
         self.check_writable("write")
+        if not self.populate_meta_fields:
+            raise UnsupportedError(
+                f"cannot write: this table's files hold no record keys ({POPULATE_META_FIELDS}=false), "
+                "so shoal's index cannot find the records a write replaces or deletes; shoal reads the table"
+            )
         if self.props.get(CDC_ENABLED, "false").strip().lower() == "true":
             raise UnsupportedError(
                 f"cannot write: this table logs change data ({CDC_ENABLED}=true) and shoal does not "

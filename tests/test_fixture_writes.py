@@ -1,0 +1,76 @@
+"""shoal writes into tables Apache Hudi wrote, and hudi-rs reads the result.
+
+Every version 6 fixture with its meta fields gets an upsert of records it holds (a later
+ordering value) and a delete of another record. shoal and hudi-rs must then both read the
+model: the fixture's rows as read before the writes, with those records replaced and that one
+removed. The tables shoal does not write (no meta fields; version 8, see test_v8_writes.py)
+refuse every write and keep their files.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import shoal
+from shoal.errors import UnsupportedError
+from tests.hudi_oracle import hudi_rs_read
+from tests.test_fixtures import ALL_FIXTURES, _canonical
+from tests.test_v8_writes import _tree
+
+WRITABLE = [n for n in ALL_FIXTURES if "_v6_" in n and "empty" not in n and "no_metafields" not in n]
+NO_META = [n for n in ALL_FIXTURES if "_v6_" in n and "no_metafields" in n]
+KEY = "_hoodie_record_key"
+
+
+def _data_columns(rows: pa.Table) -> list[str]:
+    return [c for c in rows.column_names if not c.startswith("_hoodie_")]
+
+
+def _model(before: pa.Table, updated: pa.Table, deleted: list[str]) -> list[dict]:
+    """The rows (key and data columns) the table must hold after the writes."""
+    columns = [KEY, *_data_columns(before)]
+    gone = pa.array([*updated.column(KEY).to_pylist(), *deleted])
+    kept = before.filter(pc.invert(pc.is_in(before.column(KEY), gone))).select(columns)
+    return _canonical(pa.concat_tables([kept, updated.select(columns).cast(kept.schema)]), [KEY])
+
+
+@pytest.mark.skipif(not WRITABLE, reason="fixtures not found")
+@pytest.mark.parametrize("name", WRITABLE)
+def test_upsert_and_delete_into_a_hudi_table_read_back_by_hudi_rs(fixture_table, name):
+    root = fixture_table(name)
+    table = shoal.Table(str(root))
+    before = table.read()
+    ordering = table.config.precombine_field
+    n = before.num_rows
+    assert n > 0
+
+    updated = before.slice(0, min(2, n))
+    if ordering:
+        later = pc.add(updated.column(ordering), 1).cast(updated.schema.field(ordering).type)
+        updated = updated.set_column(updated.column_names.index(ordering), ordering, later)
+    deleted = before.slice(2, 1) if n > 2 else before.slice(0, 0)
+    table.upsert(updated.select(_data_columns(updated)))
+    if deleted.num_rows:
+        table.delete(deleted.select(_data_columns(deleted)))
+
+    expected = _model(before, updated, deleted.column(KEY).to_pylist())
+    columns = list(expected[0])
+    ours = shoal.Table(str(root)).read()
+    assert _canonical(ours.select(columns), [KEY]) == expected
+    theirs = hudi_rs_read(str(root))
+    assert _canonical(theirs.select(columns).cast(ours.select(columns).schema), [KEY]) == expected
+
+
+@pytest.mark.parametrize("name", NO_META)
+def test_a_table_without_meta_fields_refuses_writes(fixture_table, name):
+    root = fixture_table(name)
+    table = shoal.Table(str(root))
+    rows = table.read()
+    files = _tree(root)
+    for write in (table.upsert, table.insert, table.bulk_insert, table.delete):
+        with pytest.raises(UnsupportedError, match=r"hoodie\.populate\.meta\.fields=false"):
+            write(rows.slice(0, 1))
+    assert _tree(root) == files
+    assert shoal.Table(str(root)).read().num_rows == rows.num_rows
