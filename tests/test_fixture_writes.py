@@ -36,10 +36,9 @@ def _model(before: pa.Table, updated: pa.Table, deleted: list[str]) -> list[dict
     return _canonical(pa.concat_tables([kept, updated.select(columns).cast(kept.schema)]), [KEY])
 
 
-@pytest.mark.skipif(not WRITABLE, reason="fixtures not found")
-@pytest.mark.parametrize("name", WRITABLE)
-def test_upsert_and_delete_into_a_hudi_table_read_back_by_hudi_rs(fixture_table, name):
-    root = fixture_table(name)
+def _write_and_check(root, upsert, delete) -> None:
+    """Upserts records of the table at ``root`` with a later ordering value and deletes another
+    (``upsert``/``delete`` take the data columns); shoal and hudi-rs must read the model."""
     table = shoal.Table(str(root))
     before = table.read()
     ordering = table.config.precombine_field
@@ -51,9 +50,9 @@ def test_upsert_and_delete_into_a_hudi_table_read_back_by_hudi_rs(fixture_table,
         later = pc.add(updated.column(ordering), 1).cast(updated.schema.field(ordering).type)
         updated = updated.set_column(updated.column_names.index(ordering), ordering, later)
     deleted = before.slice(2, 1) if n > 2 else before.slice(0, 0)
-    table.upsert(updated.select(_data_columns(updated)))
+    upsert(updated.select(_data_columns(updated)))
     if deleted.num_rows:
-        table.delete(deleted.select(_data_columns(deleted)))
+        delete(deleted.select(_data_columns(deleted)))
 
     expected = _model(before, updated, deleted.column(KEY).to_pylist())
     columns = list(expected[0])
@@ -61,6 +60,30 @@ def test_upsert_and_delete_into_a_hudi_table_read_back_by_hudi_rs(fixture_table,
     assert _canonical(ours.select(columns), [KEY]) == expected
     theirs = hudi_rs_read(str(root))
     assert _canonical(theirs.select(columns).cast(ours.select(columns).schema), [KEY]) == expected
+
+
+@pytest.mark.skipif(not WRITABLE, reason="fixtures not found")
+@pytest.mark.parametrize("name", WRITABLE)
+def test_upsert_and_delete_into_a_hudi_table_read_back_by_hudi_rs(fixture_table, name):
+    root = fixture_table(name)
+    table = shoal.Table(str(root))
+    _write_and_check(root, table.upsert, table.delete)
+
+
+SPARK_SAMPLE = ("cow_v6_complexkeygen_hivestyle", "mor_avro_v6_trips_8i3d", "mor_parquet_v6_nonpartitioned")
+
+
+@pytest.mark.parametrize("name", [n for n in WRITABLE if n in SPARK_SAMPLE])
+def test_spark_upsert_and_delete_into_a_hudi_table_read_back_by_hudi_rs(fixture_table, spark, name):
+    pytest.importorskip("pyspark")
+    import shoal.spark
+
+    root = fixture_table(name)
+
+    def spark_write(operation: str):
+        return lambda data: shoal.spark.write(spark.createDataFrame(data), str(root), operation)
+
+    _write_and_check(root, spark_write("upsert"), spark_write("delete"))
 
 
 @pytest.mark.parametrize("name", NO_META)
