@@ -97,3 +97,26 @@ def test_a_table_without_meta_fields_refuses_writes(fixture_table, name):
             write(rows.slice(0, 1))
     assert _tree(root) == files
     assert shoal.Table(str(root)).read().num_rows == rows.num_rows
+
+
+def test_an_evolving_upsert_that_loses_every_record_still_writes_the_new_schema(fixture_table):
+    """The incoming records are older than the stored ones (ordering field), so none wins; the
+    commit's schema has the new column, and so must the file the commit rewrote: hudi-rs and
+    shoal then both show it, null."""
+    root = fixture_table("cow_v6_simplekeygen_nonhivestyle")
+    table = shoal.Table(str(root))
+    before = table.read()
+    older = before.slice(0, 1).select(_data_columns(before))
+    older = older.set_column(older.column_names.index("longField"), "longField", pa.array([-1], pa.int64()))
+    table.upsert(older.append_column("extra_col", pa.array(["lost"])))
+
+    ours = shoal.Table(str(root)).read()
+    theirs = hudi_rs_read(str(root))
+    assert "extra_col" in ours.column_names and "extra_col" in theirs.column_names
+    assert ours.column("extra_col").null_count == ours.num_rows == before.num_rows
+    columns = [KEY, *_data_columns(before), "extra_col"]
+    assert _canonical(ours.select(columns), [KEY]) == _canonical(
+        theirs.select(columns).cast(ours.select(columns).schema), [KEY]
+    )
+    kept = before.select([KEY, "longField"]).sort_by(KEY).to_pylist()
+    assert ours.select([KEY, "longField"]).sort_by(KEY).to_pylist() == kept

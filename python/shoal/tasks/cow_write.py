@@ -158,6 +158,10 @@ def _write_slice(
         layout = merge_in_place(
             stored.rows, stored.group_rows, replaced, records, is_upsert, new_rows, name, target
         )
+        # A write that adds columns leaves them in every file it writes (the commit's schema),
+        # even one that no new record reached.
+        if layout is not None and not set(new_rows.column_names) <= set(layout.rows.column_names):
+            layout = None
         if layout is not None:
             groups = [(g.start, g.num_rows, g.sources) for g in layout.row_groups]
             size = write_spliced_base_file(

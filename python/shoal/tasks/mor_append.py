@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal import _native
+from shoal.arrays import importable
 from shoal.fs.markers import create_marker
 from shoal.fs.naming import LOG_BASE_VERSION, log_file_name, write_token
 from shoal.fs.storage import Storage
@@ -72,7 +73,7 @@ def run_log_append(spec: LogAppendSpec, records: pa.Table, storage: Storage | No
         data = with_meta_columns(upserts, spec.instant, spec.task_id, spec.file_id)
         schema = avro_schema_for(data.schema, spec.table_name)
         for batch in data.to_batches(max_chunksize=100_000):
-            blocks.append(_native.encode_avro_data_block(batch, schema, spec.instant))
+            blocks.append(_native.encode_avro_data_block(importable(batch), schema, spec.instant))
     if deletes.num_rows:
         blocks.extend(_delete_blocks(deletes, spec, schema))
     payload = b"".join(blocks)

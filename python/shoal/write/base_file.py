@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from shoal import _native
-from shoal.arrays import contiguous
+from shoal.arrays import contiguous, importable_table
 from shoal.fs.storage import Storage
 from shoal.index.footer import BLOOM_FILTER_KEY, BLOOM_FILTER_TYPE_KEY, MAX_RECORD_KEY, MIN_RECORD_KEY
 from shoal.write.schema import META_COLUMNS
@@ -205,7 +205,7 @@ def write_spliced_base_file(
     written = _native.splice_base_file(
         replaced,
         data.schema,
-        [(data.slice(start, n), sources) for start, n, sources in row_groups],
+        [(importable_table(data.slice(start, n)), sources) for start, n, sources in row_groups],
         opts.compression,
         dictionary,
         sorted(_NO_STATISTICS),

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shoal import _native
+from shoal.arrays import importable
 from shoal.timeline.timeline import Timeline
 from shoal.write.base_file import DICTIONARY_PAGE_LIMIT, base_file_rows, constant_strings_as_dictionaries
 
@@ -83,7 +84,7 @@ def sampled_size(data: pa.Table, every: int = 100) -> float:
     """Average in-memory bytes per row of ``data``, from the Rust sampler (one row in ``every``)."""
     total, rows = 0.0, 0
     for batch in data.to_batches():
-        average, sampled = _native.estimate_record_size(batch, every)
+        average, sampled = _native.estimate_record_size(importable(batch), every)
         total += average * sampled
         rows += sampled
     return total / rows if rows else 0.0

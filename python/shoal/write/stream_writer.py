@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal import _native
+from shoal.arrays import importable
 from shoal.config.write_config import SCHEMA_ON_WRITE_ADD_COLUMNS
 from shoal.errors import CommitConflictError, InvalidArgumentError, InvalidOptionError, UnsupportedError
 from shoal.fs.naming import parse_log_file_name
@@ -112,7 +113,7 @@ class RecordSizeSampler:
             if start:
                 assert self.estimate is not None
                 total += start * self.estimate
-            average, sampled = _native.estimate_record_size(batch.slice(start), self.every)
+            average, sampled = _native.estimate_record_size(importable(batch.slice(start)), self.every)
             self.estimate = float(average)
             self.sampled += sampled
             total += (n - start) * self.estimate
