@@ -163,3 +163,28 @@ def test_a_spark_write_drops_the_metadata_table(fixture_table, spark):
     shoal.spark.write(spark.createDataFrame(changed), str(root), "upsert", NO_ARCHIVAL)
     _assert_dropped(root, before)
     compare_with_hudi_rs(str(root), read_optimized=False)
+
+
+def test_running_a_compaction_planned_elsewhere_drops_the_metadata_table(fixture_table):
+    """A compaction requested while the table had a metadata table (here: scheduled, then the
+    metadata table put back), run by shoal: running it is a change too."""
+    root = fixture_table(MOR)
+    table = shoal.Table(str(root))
+    planned = table.schedule_compaction()
+    assert planned is not None
+    donor = fixture_table(DONOR)
+    shutil.copytree(donor / ".hoodie" / "metadata", root / ".hoodie" / "metadata")
+    storage = Storage(str(root))
+    config = TableConfig.load(storage)
+    config.props[METADATA_PARTITIONS] = _properties(donor)[METADATA_PARTITIONS]
+    config.save(storage)
+    before = _properties(root)
+
+    shoal.Table(str(root)).run_compaction(planned)
+    after = _properties(root)
+    assert after[METADATA_PARTITIONS] == "" and not (root / ".hoodie" / "metadata").exists()
+    assert {k: v for k, v in after.items() if k != METADATA_PARTITIONS} == {
+        k: v for k, v in before.items() if k != METADATA_PARTITIONS
+    }
+    compare_with_hudi_rs(str(root), read_optimized=False)
+    compare_with_hudi_rs(str(root), read_optimized=True)

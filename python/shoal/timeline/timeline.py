@@ -182,6 +182,8 @@ class Timeline:
         return inst
 
     def transition_to_inflight(self, instant: Instant, content: bytes = b"") -> Instant:
+        # A plan another writer requested (a compaction, a clean) is run from here.
+        drop_metadata_table(self.storage, self.config)
         inflight = instant.with_state(State.INFLIGHT)
         self.storage.create_exclusive(self.path_of(inflight), content)
         return inflight
