@@ -16,6 +16,7 @@ import pytest
 import shoal
 from shoal import _native
 from shoal.arrays import importable, importable_table
+from shoal.errors import InvalidArgumentError
 from tests.hudi_oracle import hudi_rs_read
 from tests.test_fixture_writes import KEY, _canonical, _data_columns
 
@@ -101,3 +102,14 @@ def test_schema_evolution_into_a_hudi_table_with_nested_columns(fixture_table):
     changed = before.slice(1, 2).column(KEY).to_pylist()
     assert sorted(v for k, v in got.items() if k in changed) == ["x", "y"]
     assert all(v is None for k, v in got.items() if k not in changed)
+
+
+def test_the_rust_core_refuses_what_it_cannot_import_with_a_typed_error():
+    """Without ``importable``, the Rust core's own guard turns the import's panic into
+    InvalidArgumentError (a PanicException escapes ``except Exception``)."""
+    batch = pa.RecordBatch.from_arrays([_cases()["struct of structs"]], names=["c"])
+    with pytest.raises(InvalidArgumentError, match="cannot import the record batch from Arrow"):
+        _native.estimate_record_size(batch, 1)
+    schema = '{"type": "record", "name": "r", "fields": []}'
+    with pytest.raises(InvalidArgumentError, match="cannot import the records from Arrow"):
+        _native.encode_avro_data_block(batch, schema, "20240101000000000")

@@ -23,3 +23,20 @@ pub fn to_py_err(e: Error) -> PyErr {
         }
     })
 }
+
+/// Runs `import` (turning Python Arrow objects into arrow-rs values) and returns its result; a
+/// panic inside it becomes InvalidArgumentError. arrow-rs checks imported arrays with
+/// assertions, so arrays it cannot take (some it imports wrongly, see `shoal.arrays.importable`)
+/// would otherwise surface as a PanicException, which `except Exception` does not catch.
+pub fn guarded_import<T>(what: &str, import: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(import)).unwrap_or_else(|payload| {
+        let reason = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_string());
+        Err(to_py_err(Error::InvalidArgument(format!(
+            "cannot import {what} from Arrow: {reason}"
+        ))))
+    })
+}

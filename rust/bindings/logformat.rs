@@ -22,7 +22,7 @@ use crate::logformat::reader::read_blocks;
 use crate::logformat::scanner::{scan_log_files as core_scan, ScanOptions};
 use crate::logformat::{BlockType, LogBlock};
 
-use super::errors::to_py_err;
+use super::errors::{guarded_import, to_py_err};
 
 /// One block of a log file, holding its file's bytes so content decodes lazily.
 #[pyclass(name = "LogBlock", module = "shoal._native", frozen)]
@@ -279,7 +279,7 @@ fn one_batch(input: AnyRecordBatch) -> PyResult<RecordBatch> {
 #[pyo3(signature = (batch, schema_json, instant_time, header = None))]
 fn encode_avro_data_block<'py>(
     py: Python<'py>,
-    batch: AnyRecordBatch,
+    batch: &Bound<'py, PyAny>,
     schema_json: &str,
     instant_time: &str,
     header: Option<&Bound<'py, PyDict>>,
@@ -291,7 +291,9 @@ fn encode_avro_data_block<'py>(
         ],
         header,
     )?;
-    let batch = one_batch(batch)?;
+    let batch = guarded_import("the records", || {
+        one_batch(batch.extract::<AnyRecordBatch>()?)
+    })?;
     let bytes = py
         .detach(|| core_encode_avro(&batch, schema_json, &header))
         .map_err(to_py_err)?;

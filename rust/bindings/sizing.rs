@@ -3,7 +3,7 @@
 use pyo3::prelude::*;
 use pyo3_arrow::PyRecordBatch;
 
-use super::errors::to_py_err;
+use super::errors::{guarded_import, to_py_err};
 use crate::sizing::DEFAULT_SAMPLE_EVERY;
 
 /// Average record size in bytes of a record batch, measuring rows 0, every, 2*every, ...;
@@ -12,10 +12,12 @@ use crate::sizing::DEFAULT_SAMPLE_EVERY;
 #[pyo3(signature = (record_batch, every = DEFAULT_SAMPLE_EVERY))]
 fn estimate_record_size(
     py: Python<'_>,
-    record_batch: PyRecordBatch,
+    record_batch: &Bound<'_, PyAny>,
     every: usize,
 ) -> PyResult<(f64, u64)> {
-    let batch = record_batch.into_inner();
+    let batch = guarded_import("the record batch", || {
+        Ok(record_batch.extract::<PyRecordBatch>()?.into_inner())
+    })?;
     py.detach(|| crate::sizing::estimate_record_size(&batch, every))
         .map_err(to_py_err)
 }

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use pyo3::prelude::*;
 use pyo3_arrow::{PyArray, PySchema, PyTable};
 
-use super::errors::to_py_err;
+use super::errors::{guarded_import, to_py_err};
 use crate::error::Error;
 use crate::splice::{ChunkSource, EncodeOptions, ReplacedFile, RowGroupPlan};
 
@@ -36,7 +36,7 @@ fn splice_base_file<'py>(
     py: Python<'py>,
     old: PyArray,
     schema: PySchema,
-    row_groups: Vec<(PyTable, Vec<i64>)>,
+    row_groups: Vec<(Bound<'py, PyAny>, Vec<i64>)>,
     compression: String,
     dictionary_fields: Vec<String>,
     no_statistics_fields: Vec<String>,
@@ -59,7 +59,9 @@ fn splice_base_file<'py>(
     let schema = Arc::new(schema.into_inner().as_ref().clone());
     let mut plan = Vec::with_capacity(row_groups.len());
     for (table, sources) in row_groups {
-        let (batches, _) = table.into_inner();
+        let (batches, _) = guarded_import("a row group's table", || {
+            Ok(table.extract::<PyTable>()?.into_inner())
+        })?;
         let sources = sources
             .into_iter()
             .map(|s| match usize::try_from(s) {
