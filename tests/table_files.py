@@ -1,12 +1,20 @@
-"""The data files of a table on disk and those its completed commits report: a write that left
-no orphan (a failed task attempt's file, say) has the two sets equal."""
+"""The files of a table on disk: its data files and those its completed commits report (a
+write that left no orphan, a failed task attempt's file say, has the two sets equal); every
+file's digest, to show a refused change left the table as it was; its properties, set as a
+Hudi writer would; and the data columns of its rows."""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from pathlib import Path
 
+import pyarrow as pa
+
 import shoal
+from shoal.config.table_config import TableConfig
 from shoal.fs.naming import parse_base_file_name, parse_log_file_name
+from shoal.fs.storage import Storage
 from shoal.timeline.timeline import Timeline
 
 
@@ -46,3 +54,25 @@ def column_chunk_bytes(path: str, column: str, group: int = 0) -> bytes:
     with open(path, "rb") as f:
         f.seek(start)
         return f.read(chunk.total_compressed_size)
+
+
+def file_digests(root: Path) -> dict[str, str]:
+    """Every file under the table, by relative path, with the SHA-256 of its bytes."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def set_table_properties(root: Path, properties: Mapping[str, str]) -> None:
+    """Sets ``properties`` in the table's ``hoodie.properties`` (checksum recomputed)."""
+    storage = Storage(str(root))
+    config = TableConfig.load(storage)
+    config.props.update(properties)
+    config.save(storage)
+
+
+def data_columns(rows: pa.Table) -> list[str]:
+    """The columns of ``rows`` other than Hudi's meta columns."""
+    return [c for c in rows.column_names if not c.startswith("_hoodie_")]

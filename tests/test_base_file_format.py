@@ -9,7 +9,6 @@ the checksum recomputed. The refusal comes from the property alone, whatever the
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from pathlib import Path
 
@@ -17,27 +16,16 @@ import pytest
 
 import shoal
 from shoal.cli import main
-from shoal.config.table_config import BASE_FILE_FORMAT, TableConfig
+from shoal.config.table_config import BASE_FILE_FORMAT
 from shoal.errors import UnsupportedError
-from shoal.fs.storage import Storage
+from tests.table_files import data_columns, file_digests, set_table_properties
 
 FIXTURE = "mor_parquet_v6_simplekeygen_nonhivestyle"
 
 
-def _tree(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
-
-
 def _with_format(fixture_table, value: str) -> Path:
     root = fixture_table(FIXTURE)
-    storage = Storage(str(root))
-    config = TableConfig.load(storage)
-    config.props[BASE_FILE_FORMAT] = value
-    config.save(storage)
+    set_table_properties(root, {BASE_FILE_FORMAT: value})
     return root
 
 
@@ -47,7 +35,7 @@ def test_reads_and_writes_of_a_non_parquet_table_raise(fixture_table, value):
     table = shoal.Table(str(root))
     # The timeline is still there to inspect.
     assert table.instants()
-    files = _tree(root)
+    files = file_digests(root)
     with pytest.raises(UnsupportedError, match=rf"base files are {value.upper()}"):
         table.read()
     with pytest.raises(UnsupportedError, match="PARQUET base files only"):
@@ -58,7 +46,7 @@ def test_reads_and_writes_of_a_non_parquet_table_raise(fixture_table, value):
         table.upsert(shoal.Table(str(fixture_table(FIXTURE))).read())
     with pytest.raises(UnsupportedError, match="base files are"):
         table.compact()
-    assert _tree(root) == files
+    assert file_digests(root) == files
 
 
 def test_the_format_is_case_insensitive_and_parquet_reads(fixture_table):
@@ -82,7 +70,7 @@ def test_a_metadata_only_bootstrap_skeleton_file_is_refused(fixture_table):
     bootstrap commit completed on the timeline."""
     root = fixture_table("cow_v6_nonpartitioned")
     rows = shoal.Table(str(root)).read()
-    records = rows.drop_columns([c for c in rows.column_names if c.startswith("_hoodie_")]).slice(0, 1)
+    records = rows.select(data_columns(rows)).slice(0, 1)
     base = sorted(root.glob("*.parquet"))[0]
     skeleton = root / "0f0f0f0f-0000-0000-0000-000000000000-0_0-1-1_00000000000001.parquet"
     shutil.copyfile(base, skeleton)

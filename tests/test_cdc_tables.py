@@ -13,27 +13,23 @@ from pathlib import Path
 import pytest
 
 import shoal
-from shoal.config.table_config import CDC_ENABLED, TableConfig
+from shoal.config.table_config import CDC_ENABLED
 from shoal.errors import UnsupportedError
-from shoal.fs.storage import Storage
+from tests.table_files import data_columns, file_digests, set_table_properties
 from tests.test_fixtures import _compare as compare_with_hudi_rs
-from tests.test_v8_writes import _tree
 
 FIXTURES = ["cow_v6_simplekeygen_nonhivestyle", "mor_avro_v6_trips_8i1u"]
 
 
 def _with_cdc(fixture_table, name: str, value: str = "true") -> Path:
     root = fixture_table(name)
-    storage = Storage(str(root))
-    config = TableConfig.load(storage)
-    config.props[CDC_ENABLED] = value
-    config.save(storage)
+    set_table_properties(root, {CDC_ENABLED: value})
     return root
 
 
 def _records(table: shoal.Table):
     rows = table.read()
-    return rows.drop_columns([c for c in rows.column_names if c.startswith("_hoodie_")]).slice(0, 2)
+    return rows.select(data_columns(rows)).slice(0, 2)
 
 
 @pytest.mark.parametrize("name", FIXTURES)
@@ -41,7 +37,7 @@ def test_record_writes_refuse_a_cdc_table_and_reads_still_work(fixture_table, na
     root = _with_cdc(fixture_table, name)
     table = shoal.Table(str(root))
     data = _records(table)
-    files = _tree(root)
+    files = file_digests(root)
     for attempt in (
         lambda: table.upsert(data),
         lambda: table.insert(data),
@@ -51,7 +47,7 @@ def test_record_writes_refuse_a_cdc_table_and_reads_still_work(fixture_table, na
     ):
         with pytest.raises(UnsupportedError, match=r"hoodie\.table\.cdc\.enabled=true"):
             attempt()
-        assert _tree(root) == files
+        assert file_digests(root) == files
     compare_with_hudi_rs(str(root), read_optimized=False)
 
 
@@ -69,8 +65,8 @@ def test_spark_write_refuses_a_cdc_table(fixture_table, spark):
     import shoal.spark
 
     root = _with_cdc(fixture_table, FIXTURES[1])
-    files = _tree(root)
+    files = file_digests(root)
     df = spark.createDataFrame(_records(shoal.Table(str(root))))
     with pytest.raises(UnsupportedError, match="change data"):
         shoal.spark.write(df, str(root), "upsert")
-    assert _tree(root) == files
+    assert file_digests(root) == files

@@ -16,21 +16,17 @@ import pytest
 import shoal
 from shoal.errors import UnsupportedError
 from tests.hudi_oracle import hudi_rs_read
+from tests.table_files import data_columns, file_digests
 from tests.test_fixtures import ALL_FIXTURES, _canonical
-from tests.test_v8_writes import _tree
 
 WRITABLE = [n for n in ALL_FIXTURES if "_v6_" in n and "empty" not in n and "no_metafields" not in n]
 NO_META = [n for n in ALL_FIXTURES if "_v6_" in n and "no_metafields" in n]
 KEY = "_hoodie_record_key"
 
 
-def _data_columns(rows: pa.Table) -> list[str]:
-    return [c for c in rows.column_names if not c.startswith("_hoodie_")]
-
-
 def _model(before: pa.Table, updated: pa.Table, deleted: list[str]) -> list[dict]:
     """The rows (key and data columns) the table must hold after the writes."""
-    columns = [KEY, *_data_columns(before)]
+    columns = [KEY, *data_columns(before)]
     gone = pa.array([*updated.column(KEY).to_pylist(), *deleted])
     kept = before.filter(pc.invert(pc.is_in(before.column(KEY), gone))).select(columns)
     return _canonical(pa.concat_tables([kept, updated.select(columns).cast(kept.schema)]), [KEY])
@@ -50,9 +46,9 @@ def _write_and_check(root, upsert, delete) -> None:
         later = pc.add(updated.column(ordering), 1).cast(updated.schema.field(ordering).type)
         updated = updated.set_column(updated.column_names.index(ordering), ordering, later)
     deleted = before.slice(2, 1) if n > 2 else before.slice(0, 0)
-    upsert(updated.select(_data_columns(updated)))
+    upsert(updated.select(data_columns(updated)))
     if deleted.num_rows:
-        delete(deleted.select(_data_columns(deleted)))
+        delete(deleted.select(data_columns(deleted)))
 
     expected = _model(before, updated, deleted.column(KEY).to_pylist())
     columns = list(expected[0])
@@ -91,11 +87,11 @@ def test_a_table_without_meta_fields_refuses_writes(fixture_table, name):
     root = fixture_table(name)
     table = shoal.Table(str(root))
     rows = table.read()
-    files = _tree(root)
+    files = file_digests(root)
     for write in (table.upsert, table.insert, table.bulk_insert, table.delete):
         with pytest.raises(UnsupportedError, match=r"hoodie\.populate\.meta\.fields=false"):
             write(rows.slice(0, 1))
-    assert _tree(root) == files
+    assert file_digests(root) == files
     assert shoal.Table(str(root)).read().num_rows == rows.num_rows
 
 
@@ -106,7 +102,7 @@ def test_an_evolving_upsert_that_loses_every_record_still_writes_the_new_schema(
     root = fixture_table("cow_v6_simplekeygen_nonhivestyle")
     table = shoal.Table(str(root))
     before = table.read()
-    older = before.slice(0, 1).select(_data_columns(before))
+    older = before.slice(0, 1).select(data_columns(before))
     older = older.set_column(older.column_names.index("longField"), "longField", pa.array([-1], pa.int64()))
     table.upsert(older.append_column("extra_col", pa.array(["lost"])))
 
@@ -114,7 +110,7 @@ def test_an_evolving_upsert_that_loses_every_record_still_writes_the_new_schema(
     theirs = hudi_rs_read(str(root))
     assert "extra_col" in ours.column_names and "extra_col" in theirs.column_names
     assert ours.column("extra_col").null_count == ours.num_rows == before.num_rows
-    columns = [KEY, *_data_columns(before), "extra_col"]
+    columns = [KEY, *data_columns(before), "extra_col"]
     assert _canonical(ours.select(columns), [KEY]) == _canonical(
         theirs.select(columns).cast(ours.select(columns).schema), [KEY]
     )

@@ -23,6 +23,7 @@ from shoal.config.table_config import METADATA_PARTITIONS, METADATA_PARTITIONS_I
 from shoal.errors import ShoalError
 from shoal.fs.storage import Storage
 from tests.hudi_oracle import hudi_rs_read
+from tests.table_files import data_columns, set_table_properties
 from tests.test_fixtures import _compare as compare_with_hudi_rs
 
 COW = "cow_v6_simplekeygen_nonhivestyle"
@@ -38,16 +39,18 @@ def _properties(root: Path) -> dict[str, str]:
     return javaprops.loads((root / ".hoodie" / "hoodie.properties").read_text("latin-1"))
 
 
-def _with_metadata_table(fixture_table, name: str) -> Path:
-    root = fixture_table(name)
+def _give_metadata_table(fixture_table, root: Path) -> None:
+    """Gives the table at ``root`` the metadata table of the donor fixture, as Hudi lists it."""
     donor = fixture_table(DONOR)
     shutil.copytree(donor / ".hoodie" / "metadata", root / ".hoodie" / "metadata")
-    storage = Storage(str(root))
-    config = TableConfig.load(storage)
-    config.props[METADATA_PARTITIONS] = _properties(donor)[METADATA_PARTITIONS]
-    config.props[METADATA_PARTITIONS_INFLIGHT] = INFLIGHT
-    config.save(storage)
+    partitions = _properties(donor)[METADATA_PARTITIONS]
+    set_table_properties(root, {METADATA_PARTITIONS: partitions, METADATA_PARTITIONS_INFLIGHT: INFLIGHT})
     assert "files" in _properties(root)[METADATA_PARTITIONS].split(",")
+
+
+def _with_metadata_table(fixture_table, name: str) -> Path:
+    root = fixture_table(name)
+    _give_metadata_table(fixture_table, root)
     return root
 
 
@@ -65,8 +68,7 @@ def _assert_dropped(root: Path, before: dict[str, str]) -> None:
 def _changed(table: shoal.Table, key: str, ordering: str, column: str, value: str) -> pa.Table:
     """Two of the table's records with ``column`` set to ``value`` and a later ordering value."""
     rows = table.read()
-    rows = rows.drop_columns([c for c in rows.column_names if c.startswith("_hoodie_")])
-    rows = rows.sort_by(key).slice(0, 2)
+    rows = rows.select(data_columns(rows)).sort_by(key).slice(0, 2)
     rows = rows.set_column(rows.column_names.index(column), column, pa.array([value] * 2))
     later = pc.add(rows.column(ordering), 1).cast(rows.schema.field(ordering).type)
     return rows.set_column(rows.column_names.index(ordering), ordering, later)
@@ -172,19 +174,10 @@ def test_running_a_compaction_planned_elsewhere_drops_the_metadata_table(fixture
     table = shoal.Table(str(root))
     planned = table.schedule_compaction()
     assert planned is not None
-    donor = fixture_table(DONOR)
-    shutil.copytree(donor / ".hoodie" / "metadata", root / ".hoodie" / "metadata")
-    storage = Storage(str(root))
-    config = TableConfig.load(storage)
-    config.props[METADATA_PARTITIONS] = _properties(donor)[METADATA_PARTITIONS]
-    config.save(storage)
+    _give_metadata_table(fixture_table, root)
     before = _properties(root)
 
     shoal.Table(str(root)).run_compaction(planned)
-    after = _properties(root)
-    assert after[METADATA_PARTITIONS] == "" and not (root / ".hoodie" / "metadata").exists()
-    assert {k: v for k, v in after.items() if k != METADATA_PARTITIONS} == {
-        k: v for k, v in before.items() if k != METADATA_PARTITIONS
-    }
+    _assert_dropped(root, before)
     compare_with_hudi_rs(str(root), read_optimized=False)
     compare_with_hudi_rs(str(root), read_optimized=True)

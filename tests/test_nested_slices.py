@@ -18,7 +18,8 @@ from shoal import _native
 from shoal.arrays import importable, importable_table
 from shoal.errors import InvalidArgumentError
 from tests.hudi_oracle import hudi_rs_read
-from tests.test_fixture_writes import KEY, _canonical, _data_columns
+from tests.table_files import data_columns
+from tests.test_fixture_writes import KEY, _canonical
 
 
 def _nested(n: int) -> pa.StructArray:
@@ -88,13 +89,13 @@ def test_schema_evolution_into_a_hudi_table_with_nested_columns(fixture_table):
     root = fixture_table("cow_v6_complexkeygen_hivestyle")
     table = shoal.Table(str(root))
     before = table.read()
-    evolved = before.slice(1, 2).select(_data_columns(before))
+    evolved = before.slice(1, 2).select(data_columns(before))
     evolved = evolved.append_column("extra_col", pa.array(["x", "y"]))
     table.upsert(evolved)
 
     ours = shoal.Table(str(root)).read()
     theirs = hudi_rs_read(str(root))
-    columns = [KEY, *_data_columns(before), "extra_col"]
+    columns = [KEY, *data_columns(before), "extra_col"]
     assert _canonical(ours.select(columns), [KEY]) == _canonical(
         theirs.select(columns).cast(ours.select(columns).schema), [KEY]
     )

@@ -10,9 +10,7 @@ they were, and that shoal and hudi-rs still read the same rows.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -22,6 +20,7 @@ from shoal.cli import main
 from shoal.errors import UnsupportedError
 from shoal.timeline.timeline import Timeline
 from tests.hudi_oracle import hudi_rs_read
+from tests.table_files import data_columns, file_digests
 from tests.test_fixtures import _canonical, _sort_keys
 from tests.test_fixtures import _compare as compare_with_hudi_rs
 
@@ -36,19 +35,10 @@ V8_FIXTURES = [
 ]
 
 
-def _tree(root: Path) -> dict[str, str]:
-    """Every file under the table, by relative path, with the SHA-256 of its bytes."""
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
-
-
 def _data(table: shoal.Table) -> pa.Table:
     """Two of the table's rows as input records: its data columns only."""
     rows = table.read()
-    return rows.drop_columns([c for c in rows.column_names if c.startswith("_hoodie_")]).slice(0, 2)
+    return rows.select(data_columns(rows)).slice(0, 2)
 
 
 def _sorted_rows(table: shoal.Table) -> list[dict]:
@@ -109,14 +99,14 @@ def test_every_write_and_table_service_refuses_a_version_8_table(fixture_table, 
     latest = table.latest_instant()
     assert latest is not None
     rows_before = _sorted_rows(table)
-    files_before = _tree(root)
+    files_before = file_digests(root)
 
     attempts = _attempts(table, latest)
     for name, attempt in attempts.items():
         with pytest.raises(UnsupportedError, match=r"this table is version 8 \(Hudi 1\.x\)") as raised:
             attempt()
         assert "cannot " in str(raised.value), name
-        assert _tree(root) == files_before, f"{name} changed the table"
+        assert file_digests(root) == files_before, f"{name} changed the table"
 
     assert _sorted_rows(shoal.Table(str(root))) == rows_before
     compare_with_hudi_rs(str(root), read_optimized=False)
@@ -128,12 +118,12 @@ def test_every_write_and_table_service_refuses_a_version_8_table(fixture_table, 
 )
 def test_cli_refuses_to_change_a_version_8_table(fixture_table, capsys, command):
     root = fixture_table(MOR)
-    files_before = _tree(root)
+    files_before = file_digests(root)
     code = main([command[0], str(root), *command[1:]])
     assert code == 2
     out = capsys.readouterr().out
     assert "UnsupportedError" in out and "version 8" in out
-    assert _tree(root) == files_before
+    assert file_digests(root) == files_before
 
 
 def test_spark_writes_refuse_a_version_8_table(fixture_table, spark):
@@ -143,7 +133,7 @@ def test_spark_writes_refuse_a_version_8_table(fixture_table, spark):
 
     root = fixture_table(COW)
     table = shoal.Table(str(root))
-    files_before = _tree(root)
+    files_before = file_digests(root)
     df = spark.createDataFrame(_data(table))
     with pytest.raises(UnsupportedError, match="cannot write: this table is version 8"):
         shoal.spark.write(df, str(root), "upsert")
@@ -152,4 +142,4 @@ def test_spark_writes_refuse_a_version_8_table(fixture_table, spark):
         df.write.format("shoal").option("hoodie.datasource.write.operation", "insert").mode("append").save(
             str(root)
         )
-    assert _tree(root) == files_before
+    assert file_digests(root) == files_before
