@@ -376,6 +376,80 @@ CLEANER_INCREMENTAL_MODE = _opt(
 )
 
 
+# -- concurrency ----------------------------------------------------------------------------
+FILE_SYSTEM_LOCK_PROVIDER = "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider"
+
+
+def _lock_provider(v: str) -> str:
+    name = v.strip()
+    if name not in (FILE_SYSTEM_LOCK_PROVIDER, FILE_SYSTEM_LOCK_PROVIDER.rsplit(".", 1)[-1]):
+        raise ValueError(
+            f"shoal implements only {FILE_SYSTEM_LOCK_PROVIDER} (a lock file under .hoodie); "
+            "ZooKeeper, DynamoDB, Hive metastore and in-process lock providers are not supported"
+        )
+    return FILE_SYSTEM_LOCK_PROVIDER
+
+
+WRITE_CONCURRENCY_MODE = _opt(
+    "hoodie.write.concurrency.mode",
+    "SINGLE_WRITER",
+    _choice("SINGLE_WRITER", "OPTIMISTIC_CONCURRENCY_CONTROL"),
+    "SINGLE_WRITER: one writer at a time, and a write rolls back every pending one. "
+    "OPTIMISTIC_CONCURRENCY_CONTROL: writers run at once; each commits under the table's lock "
+    "and fails with CommitConflictError when a write that completed meanwhile changed a file "
+    "group it changed. Every writer of the table must set it.",
+)
+FAILED_WRITES_CLEANER_POLICY = _opt(
+    "hoodie.cleaner.policy.failed.writes",
+    None,
+    _choice("EAGER", "LAZY"),
+    "EAGER (single writer's default): a write rolls back every pending write first. LAZY "
+    "(optimistic concurrency's default): only those whose heartbeat stopped.",
+)
+LOCK_PROVIDER = _opt(
+    "hoodie.write.lock.provider",
+    FILE_SYSTEM_LOCK_PROVIDER,
+    _lock_provider,
+    "The lock that optimistic concurrency commits under: the file-system lock only.",
+)
+FILE_SYSTEM_LOCK_PATH = _opt(
+    "hoodie.write.lock.filesystem.path",
+    None,
+    _text,
+    "Directory of the lock file 'lock' (default: the table's .hoodie), relative to the table or absolute.",
+)
+FILE_SYSTEM_LOCK_EXPIRE = _opt(
+    "hoodie.write.lock.filesystem.expire",
+    "0",
+    _non_negative_int,
+    "Minutes after which a lock file counts as left by a dead writer and is broken; 0: never.",
+)
+LOCK_WAIT_TIME_MS = _opt(
+    "hoodie.write.lock.wait_time_ms",
+    "60000",
+    _positive_int,
+    "How long a commit waits for the lock before it fails with CommitConflictError.",
+)
+LOCK_RETRY_WAIT_TIME_MS = _opt(
+    "hoodie.write.lock.wait_time_ms_between_retry",
+    "1000",
+    _positive_int,
+    "Pause between two attempts to take the lock.",
+)
+HEARTBEAT_INTERVAL_MS = _opt(
+    "hoodie.client.heartbeat.interval_in_ms",
+    "60000",
+    _positive_int,
+    "How often a LAZY writer touches .hoodie/.heartbeat/<instant> while its write is pending.",
+)
+HEARTBEAT_TOLERABLE_MISSES = _opt(
+    "hoodie.client.heartbeat.tolerable.misses",
+    "2",
+    _positive_int,
+    "Heartbeats a pending write may miss before a LAZY writer takes it for failed and rolls it back.",
+)
+
+
 # -- archival -------------------------------------------------------------------------------
 ARCHIVE_MIN_COMMITS = _opt(
     "hoodie.keep.min.commits",
@@ -478,6 +552,11 @@ class WriteConfig:
                 f"{PARQUET_SMALL_FILE_LIMIT} ({self.get(PARQUET_SMALL_FILE_LIMIT)}) must be below "
                 f"{PARQUET_MAX_FILE_SIZE} ({self.get(PARQUET_MAX_FILE_SIZE)})"
             )
+        if self.optimistic_concurrency and self.get(FAILED_WRITES_CLEANER_POLICY) == "EAGER":
+            raise InvalidOptionError(
+                f"{FAILED_WRITES_CLEANER_POLICY}=EAGER with {WRITE_CONCURRENCY_MODE}="
+                "OPTIMISTIC_CONCURRENCY_CONTROL would roll back the other writers' pending writes: use LAZY"
+            )
         keep_min, keep_max = self.get(ARCHIVE_MIN_COMMITS), self.get(ARCHIVE_MAX_COMMITS)
         if keep_max <= keep_min:
             raise InvalidOptionError(
@@ -510,6 +589,17 @@ class WriteConfig:
 
     def is_set(self, key: str) -> bool:
         return key in self.raw
+
+    @property
+    def optimistic_concurrency(self) -> bool:
+        """Whether writers may run at once (``hoodie.write.concurrency.mode``)."""
+        return bool(self.get(WRITE_CONCURRENCY_MODE) == "OPTIMISTIC_CONCURRENCY_CONTROL")
+
+    @property
+    def lazy_failed_writes(self) -> bool:
+        """Whether only pending writes whose heartbeat stopped count as failed."""
+        policy = self.get(FAILED_WRITES_CLEANER_POLICY)
+        return bool(policy == "LAZY" if policy is not None else self.optimistic_concurrency)
 
     def merged(self, overrides: Mapping[str, Any] | None) -> WriteConfig:
         return WriteConfig({**self.raw, **self.commit_metadata, **(overrides or {})})

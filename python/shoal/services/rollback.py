@@ -12,6 +12,7 @@ import json
 import os
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 
 from shoal import _native
 from shoal.config.table_config import TableConfig
@@ -26,12 +27,14 @@ from shoal.timeline.timeline import Timeline
 _ROLLBACKABLE = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
 
 
-def rollback_failed_writes(storage: Storage, config: TableConfig, timeline: Timeline) -> list[str]:
-    """Rolls back every pending commit, delta commit and replace commit (shoal assumes a single
-    writer: an instant left pending when a new write starts belongs to a writer that died).
-    Returns the rolled-back instant times."""
+def rollback_failed_writes(
+    storage: Storage, config: TableConfig, timeline: Timeline, failed: Sequence[Instant] | None = None
+) -> list[str]:
+    """Rolls back the failed writes ``failed`` (by default every pending commit, delta commit and
+    replace commit: a single writer takes an instant left pending when it starts for one whose
+    writer died). Returns the rolled-back instant times."""
     done = []
-    for inst in timeline.pending_data_instants():
+    for inst in timeline.pending_data_instants() if failed is None else failed:
         rollback_instant(storage, config, timeline, inst)
         timeline = timeline.reload()
         done.append(inst.requested_time)

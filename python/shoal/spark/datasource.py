@@ -354,6 +354,12 @@ def begin_write(options: Mapping[str, str], schema: StructType, overwrite: bool)
     # below runs nothing through the table's executor.
     table = open_or_create(path, table_type, hoodie, executor=None)  # type: ignore[arg-type]
     writer = _writer(table)
+    if writer.concurrency.lazy:
+        raise UnsupportedError(
+            "df.write.format('shoal') cannot keep a pending write's heartbeat (its planning and its "
+            "commit run in short-lived processes), which hoodie.cleaner.policy.failed.writes=LAZY and "
+            "optimistic concurrency need: use shoal.spark.write(df, path, operation='insert')"
+        )
     if writer.index(operation) is not None:
         raise UnsupportedError(
             "insert with hoodie.merge.allow.duplicate.on.inserts=false needs an index lookup: "

@@ -502,83 +502,89 @@ class SparkWrite:
         n = len(assignment.buckets)
         t = self._phase("assign", t)
 
+        sort_mode = self.table.write_config.get(wc.BULKINSERT_SORT_MODE)
         write = writer.start(op, assignment, timeline, {b.partition_path for b in assignment.buckets})
-        specs = tuple(
-            writer.task_spec(
-                write,
-                b,
-                b,
-                profile.has_ordered_entries(bucket.partition_path, bucket.file_id, bucket.inserts),
+        try:
+            specs = tuple(
+                writer.task_spec(
+                    write,
+                    b,
+                    b,
+                    profile.has_ordered_entries(bucket.partition_path, bucket.file_id, bucket.inserts),
+                )
+                for b, bucket in enumerate(assignment.buckets)
             )
-            for b, bucket in enumerate(assignment.buckets)
-        )
-        # Only the bloom index's footer tags can be false positives.
-        strays_possible = bucketed is None and self.table.write_config.get(wc.INDEX_TYPE) == "BLOOM"
-        # Light buckets share write tasks: each Python task costs tens of milliseconds of its own.
-        weights = [
-            bucket_weight(bucket, spec, assigner.avg_record_size)
-            for bucket, spec in zip(assignment.buckets, specs, strict=True)
-        ]
-        num_tasks = write_task_count(weights, self.spark.sparkContext.defaultParallelism)
-        targets = stray_targets(assignment, specs, weights, num_tasks) if strays_possible else [None] * n
-        task_of, num_tasks = pack_with_targets(weights, targets, num_tasks)
-        route_values = routes_before_targets(route_keys(task_of, num_tasks), targets)
-        stats: list[WriteStat] = []
-        received = 0
-        if n:
-            if bucketed is None:
-                plan = self._broadcast(route_plan(tag_context, corrections, assignment, route_values))
-            else:
-                plan = self._broadcast(bucket_route_plan(assignment, route_values))
-            combine = writer.combine(op)
-            # The local writer plans a bulk insert with the bucket index as an upsert: records
-            # stay in input order.
-            sort_by_key = (
-                op == Operation.BULK_INSERT
-                and bucketed is None
-                and (self.table.write_config.get(wc.BULKINSERT_SORT_MODE) in wc.KEY_SORTED_BULK_INSERT_MODES)
-            )
-            # Input order matters to deduplication (the later of two equal records wins) and to
-            # a bulk insert that keeps it.
-            ordered = combine or (op == Operation.BULK_INSERT and not sort_by_key)
-            task = BucketTaskSpec(
-                specs=specs,
-                route_values=tuple(route_values),
-                operation=op,
-                table_properties=spec.table_properties,
-                ordering_field=config.precombine_field,
-                table_schema=table_schema,
-                fill_missing=bool(self.table.write_config.get(wc.SCHEMA_ON_WRITE_ADD_COLUMNS)),
-                combine=combine,
-                sort_by_key=sort_by_key,
-                stray_specs=tuple(_stray_spec(writer, spec, b, n) for b, spec in enumerate(specs))
-                if strays_possible
-                else (),
-                stray_targets=tuple(targets) if strays_possible else (),
-            )
-            pieces_of = piece_bytes(batch_rows(source.schema))
-            packed = source.mapInArrow(
-                functools.partial(_pack_task, spec, task, plan, ordered, pieces_of), PACKED_SCHEMA
-            )
-            # A task of several buckets gets them one after the other, and unpacks one at a
-            # time; each packed value's pieces in order.
-            shuffled = packed.repartition(num_tasks, ROUTE_COLUMN).sortWithinPartitions(
-                ROUTE_COLUMN, VALUE_COLUMN, PIECE_COLUMN
-            )
-            written = shuffled.mapInArrow(
-                functools.partial(_write_task, task, self.after_task_write), RESULT_SCHEMA
-            )
-            with (
-                arrow_batches(self.spark, source.schema),
-                spark_job(self.spark.sparkContext, f"shoal {op.value.lower()}: write {n} file groups"),
-            ):
-                results = [json.loads(r[0]) for r in written.collect()]
-            for result in results:
-                received += result["received"]
-                stats += [WriteStat.from_dict(s) for s in result["stats"]]
+            # Only the bloom index's footer tags can be false positives.
+            strays_possible = bucketed is None and self.table.write_config.get(wc.INDEX_TYPE) == "BLOOM"
+            # Light buckets share write tasks: each Python task costs tens of milliseconds of its own.
+            weights = [
+                bucket_weight(bucket, spec, assigner.avg_record_size)
+                for bucket, spec in zip(assignment.buckets, specs, strict=True)
+            ]
+            num_tasks = write_task_count(weights, self.spark.sparkContext.defaultParallelism)
+            targets = stray_targets(assignment, specs, weights, num_tasks) if strays_possible else [None] * n
+            task_of, num_tasks = pack_with_targets(weights, targets, num_tasks)
+            route_values = routes_before_targets(route_keys(task_of, num_tasks), targets)
+            stats: list[WriteStat] = []
+            received = 0
+            if n:
+                if bucketed is None:
+                    plan = self._broadcast(route_plan(tag_context, corrections, assignment, route_values))
+                else:
+                    plan = self._broadcast(bucket_route_plan(assignment, route_values))
+                combine = writer.combine(op)
+                # The local writer plans a bulk insert with the bucket index as an upsert: records
+                # stay in input order.
+                sort_by_key = (
+                    op == Operation.BULK_INSERT
+                    and bucketed is None
+                    and sort_mode in wc.KEY_SORTED_BULK_INSERT_MODES
+                )
+                # Input order matters to deduplication (the later of two equal records wins) and to
+                # a bulk insert that keeps it.
+                ordered = combine or (op == Operation.BULK_INSERT and not sort_by_key)
+                task = BucketTaskSpec(
+                    specs=specs,
+                    route_values=tuple(route_values),
+                    operation=op,
+                    table_properties=spec.table_properties,
+                    ordering_field=config.precombine_field,
+                    table_schema=table_schema,
+                    fill_missing=bool(self.table.write_config.get(wc.SCHEMA_ON_WRITE_ADD_COLUMNS)),
+                    combine=combine,
+                    sort_by_key=sort_by_key,
+                    stray_specs=tuple(_stray_spec(writer, spec, b, n) for b, spec in enumerate(specs))
+                    if strays_possible
+                    else (),
+                    stray_targets=tuple(targets) if strays_possible else (),
+                )
+                pieces_of = piece_bytes(batch_rows(source.schema))
+                packed = source.mapInArrow(
+                    functools.partial(_pack_task, spec, task, plan, ordered, pieces_of), PACKED_SCHEMA
+                )
+                # A task of several buckets gets them one after the other, and unpacks one at a
+                # time; each packed value's pieces in order.
+                shuffled = packed.repartition(num_tasks, ROUTE_COLUMN).sortWithinPartitions(
+                    ROUTE_COLUMN, VALUE_COLUMN, PIECE_COLUMN
+                )
+                written = shuffled.mapInArrow(
+                    functools.partial(_write_task, task, self.after_task_write), RESULT_SCHEMA
+                )
+                with (
+                    arrow_batches(self.spark, source.schema),
+                    spark_job(self.spark.sparkContext, f"shoal {op.value.lower()}: write {n} file groups"),
+                ):
+                    results = [json.loads(r[0]) for r in written.collect()]
+                for result in results:
+                    received += result["received"]
+                    stats += [WriteStat.from_dict(s) for s in result["stats"]]
+        except BaseException:
+            writer.abandon(write)
+            raise
         t = self._phase("write", t)
         expected = profile.routed(assignment) if bucketed is None else bucketed.routed(assignment)
         if received != expected:
+            writer.abandon(write)
             raise InvalidArgumentError(
                 f"the input changed between its two evaluations: {expected} records counted, "
                 f"{received} written; not committing (the next write rolls this one back). "

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 
 from shoal import _native
 from shoal.arrays import importable
+from shoal.errors import CommitConflictError
 from shoal.fs.markers import create_marker
 from shoal.fs.naming import LOG_BASE_VERSION, log_file_name, write_token
 from shoal.fs.storage import Storage
@@ -100,7 +101,14 @@ def run_log_append(spec: LogAppendSpec, records: pa.Table, storage: Storage | No
         with open(full, "ab") as f:
             f.write(payload)
     else:
-        storage.write_bytes(path, payload)
+        # Exclusively: overwriting a log file another writer just created would lose its blocks.
+        try:
+            storage.create_exclusive(path, payload)
+        except CommitConflictError:
+            raise CommitConflictError(
+                f"another writer created the log file {path} of file group {spec.file_id} at the same "
+                f"time as write {spec.instant}; retry the write"
+            ) from None
     size = storage.size(path)
     return WriteStat(
         fileId=spec.file_id,

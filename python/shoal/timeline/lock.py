@@ -1,6 +1,7 @@
 """Process-wide table locks.
 
-shoal is a single-writer engine, but one process may run a writer and table services on
+Writers in different processes coordinate through the file lock and heartbeats of optimistic
+concurrency (shoal.write.concurrency); within one process, a writer and table services may run on
 several threads. Two critical sections must not interleave within a process:
 
 * ``WRITE``: a write (timeline load, planning, commit) and the scheduling of a compaction. A

@@ -399,6 +399,8 @@ class StreamWriter:
     def _abandon(self) -> None:
         """Forgets the open checkpoint and releases the table."""
         if self._cp is not None:
+            if self._cp.write is not None:
+                self.writer.abandon(self._cp.write)
             self._cp = None
             self._lock.release()
 

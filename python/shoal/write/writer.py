@@ -36,10 +36,10 @@ from shoal.config.write_config import (
     SCHEMA_ON_WRITE_ADD_COLUMNS,
     WriteConfig,
 )
-from shoal.errors import UnsupportedError
+from shoal.errors import CommitConflictError, UnsupportedError
 from shoal.executor.base import Executor
 from shoal.executor.local import LocalExecutor
-from shoal.fs.markers import delete_markers, reconcile_against_markers
+from shoal.fs.markers import delete_markers, list_marked_files, reconcile_against_markers
 from shoal.fs.partition_metadata import ensure_partition_metadata
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView
@@ -68,11 +68,13 @@ from shoal.tasks.cow_write import (
 )
 from shoal.tasks.mor_append import LogAppendSpec, names_a_logged_delete, run_log_append
 from shoal.timeline.commit_metadata import NULL_COMMIT, CommitMetadata, WriteStat
+from shoal.timeline.heartbeat import Heartbeat
 from shoal.timeline.instant import Action, Instant
 from shoal.timeline.lock import WRITE, table_lock
 from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import Assignment, BucketAssigner, assign_bucket_file_groups
 from shoal.write.base_file import BaseFileOptions, avro_schema_for
+from shoal.write.concurrency import Concurrency, check_still_pending, conflicts, heartbeat_stopped_after
 from shoal.write.gather import RowGather, key_ordered_gathers
 from shoal.write.input import to_arrow_table
 from shoal.write.prepare import (
@@ -126,6 +128,8 @@ class PendingWrite:
     # The Avro schema for delete block headers (merge-on-read deletes).
     log_schema: str | None
     deleted_logs: set[tuple[str, str]] | None = None
+    # Beats while the write is pending (LAZY failed-write cleaning only; driver side).
+    heartbeat: Heartbeat | None = None
 
 
 class Writer:
@@ -152,6 +156,7 @@ class Writer:
         self.wc = write_config
         self.keygen = keygen
         self.executor: Executor = executor or LocalExecutor()
+        self.concurrency = Concurrency(storage, write_config)
         # Gathering rows into buckets is driver-side work: it stays on local threads whatever
         # runs the tasks.
         self.driver = executor if isinstance(executor, LocalExecutor) else LocalExecutor()
@@ -228,8 +233,17 @@ class Writer:
             finish_pending_restores(self.storage, self.config)
             timeline = timeline.reload()
         # Failed writes must go before planning: hudi-rs would otherwise read their files.
-        if rollback_failed_writes(self.storage, self.config, timeline):
-            return timeline.reload()
+        if not self.concurrency.failed_writes(timeline):
+            return timeline
+        with self.concurrency.locked():
+            if self.concurrency.optimistic:
+                # Under the lock: a write that committed meanwhile is no longer failed.
+                timeline = timeline.reload()
+            failed = self.concurrency.failed_writes(timeline)
+            if rollback_failed_writes(self.storage, self.config, timeline, failed):
+                for instant in failed:
+                    self.concurrency.forget_heartbeat(instant.requested_time)
+                return timeline.reload()
         return timeline
 
     # ---- planning --------------------------------------------------------------------------
@@ -403,11 +417,15 @@ class Writer:
         write = self.start(
             operation, assignment, timeline, {assignment.buckets[b].partition_path for b, _ in chunks}
         )
-        items = [
-            (self.task_spec(write, bucket_idx, task_id, _has_ordered_entries(chunk)), chunk, self.storage)
-            for task_id, (bucket_idx, chunk) in enumerate(chunks)
-        ]
-        stats: list[WriteStat] = self.executor.map(run_write_task, items)
+        try:
+            items = [
+                (self.task_spec(write, bucket_idx, task_id, _has_ordered_entries(chunk)), chunk, self.storage)
+                for task_id, (bucket_idx, chunk) in enumerate(chunks)
+            ]
+            stats: list[WriteStat] = self.executor.map(run_write_task, items)
+        except BaseException:
+            self.abandon(write)
+            raise
         schema_source = [c for c in records.column_names if c not in (RECORD_KEY, PARTITION_PATH, OP_COLUMN)]
         return self.commit(write, stats, records.select(schema_source).schema)
 
@@ -421,15 +439,39 @@ class Writer:
         # rewrite (task_spec) happens at this instant, later than the compaction's: that newer
         # slice supersedes the compacted one (services/compaction.py).
         pending = pending_compaction_file_groups(timeline) if mor else {}
-        instant_time = timeline.new_instant_time()
         action = Action.DELTA_COMMIT if mor else Action.COMMIT
-        requested = timeline.create_requested(instant_time, action)
-        profile = self._workload_profile(assignment, operation).to_json()
-        inflight = timeline.transition_to_inflight(requested, profile)
-        log_schema = self._log_block_schema(timeline) if mor and operation == Operation.DELETE else None
-        for partition in partitions:
-            ensure_partition_metadata(self.storage, partition, instant_time)
-        return PendingWrite(operation, assignment, timeline, instant_time, inflight, pending, log_schema)
+        with self.concurrency.locked():
+            # Under optimistic concurrency the time is taken under the lock, after every instant
+            # other writers created: two writers never share one (nor its heartbeat).
+            latest = timeline.reload() if self.concurrency.optimistic else timeline
+            instant_time = latest.new_instant_time()
+            # The first beat precedes the instant: no writer sees it pending without a heartbeat.
+            heartbeat = self.concurrency.start_heartbeat(instant_time)
+            try:
+                requested = timeline.create_requested(instant_time, action)
+            except BaseException:
+                if heartbeat is not None:
+                    heartbeat.stop()
+                raise
+        try:
+            profile = self._workload_profile(assignment, operation).to_json()
+            inflight = timeline.transition_to_inflight(requested, profile)
+            log_schema = self._log_block_schema(timeline) if mor and operation == Operation.DELETE else None
+            for partition in partitions:
+                ensure_partition_metadata(self.storage, partition, instant_time)
+        except BaseException:
+            if heartbeat is not None:
+                heartbeat.stop()
+            raise
+        return PendingWrite(
+            operation, assignment, timeline, instant_time, inflight, pending, log_schema, heartbeat=heartbeat
+        )
+
+    def abandon(self, write: PendingWrite) -> None:
+        """Gives up a started write that will not commit: its heartbeat stops, so the next write
+        takes it for a failed one and rolls it back."""
+        if write.heartbeat is not None:
+            write.heartbeat.stop()
 
     def task_spec(
         self, write: PendingWrite, bucket_idx: int, task_id: int, has_ordered_entries: bool
@@ -502,11 +544,31 @@ class Writer:
             schema = timeline.latest_schema()
             if schema:
                 metadata.extra_metadata["schema"] = schema
-        if self.merge_on_read:
-            abort_on_compaction_conflict(self.storage, self.config, timeline, write.inflight, stats)
-        # Attempts of a retried task (Spark) leave files of their own: only reported ones stay.
-        reconcile_against_markers(self.storage, write.instant_time, [s.path for s in stats if s.path])
-        timeline.complete(write.inflight, metadata.to_json())
+        with heartbeat_stopped_after(write.heartbeat), self.concurrency.locked():
+            from shoal.services.rollback import rollback_instant
+
+            now = timeline.reload()
+            try:
+                check_still_pending(now, write.inflight)
+            except CommitConflictError:
+                gone = now.get(write.instant_time) is None
+                if gone and list_marked_files(self.storage, write.instant_time):
+                    # Files written after the other writer's rollback: roll them back too.
+                    rollback_instant(self.storage, self.config, now, write.inflight)
+                raise
+            if self.concurrency.optimistic:
+                reasons = conflicts(timeline, now, write.instant_time, stats)
+                if reasons:
+                    rollback_instant(self.storage, self.config, now, write.inflight)
+                    raise CommitConflictError(
+                        f"write {write.instant_time} conflicts with writes that completed while it ran "
+                        f"({'; '.join(reasons)}); it was rolled back: retry it"
+                    )
+            if self.merge_on_read:
+                abort_on_compaction_conflict(self.storage, self.config, timeline, write.inflight, stats)
+            # Attempts of a retried task (Spark) leave files of their own: only reported ones stay.
+            reconcile_against_markers(self.storage, write.instant_time, [s.path for s in stats if s.path])
+            timeline.complete(write.inflight, metadata.to_json())
         delete_markers(self.storage, write.instant_time)
         if self.merge_on_read:
             run_inline_compaction(self.storage, self.config, self.wc, self.executor)
@@ -554,7 +616,9 @@ class Writer:
             table_name=self.config.table_name,
             ordering_field=self.config.precombine_field,
             table_schema=table_schema,
-            in_place=not self.executor.retries_tasks,
+            # A task that may run twice, or a writer that others run beside, never appends to
+            # a log file in place: each writes a file of its own.
+            in_place=not self.executor.retries_tasks and not self.concurrency.optimistic,
         )
 
     def _workload_profile(self, assignment: Assignment, operation: Operation) -> CommitMetadata:

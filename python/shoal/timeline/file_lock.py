@@ -1,0 +1,99 @@
+"""The table's lock across processes: a lock file, as Hudi's ``FileSystemBasedLockProvider``.
+
+Holding the lock means having created ``<lock dir>/lock`` exclusively (``.hoodie/lock`` by
+default, the file Hudi's provider uses, so a Hudi writer with that provider and shoal exclude each
+other). Optimistic concurrency takes it around the step from checking for conflicts to
+publishing the completed instant, and around rolling back a failed write, so that one writer
+never completes an instant another is rolling back. A writer that dies holding it leaves the
+file behind: it is broken after ``hoodie.write.lock.filesystem.expire`` minutes (0, the default,
+never), or deleted by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+
+import pyarrow.fs as pafs
+
+from shoal.errors import CommitConflictError
+from shoal.fs.storage import Storage
+
+LOCK_FILE_NAME = "lock"
+
+
+class FileLock:
+    """The lock file ``lock`` in ``directory`` (relative to the table, or absolute)."""
+
+    def __init__(
+        self, storage: Storage, directory: str | None, expire_minutes: int, wait_ms: int, retry_ms: int
+    ) -> None:
+        if directory and (directory.startswith("/") or "://" in directory):
+            self.storage = Storage(directory)
+            self.path = LOCK_FILE_NAME
+        else:
+            self.storage = storage
+            self.path = f"{(directory or '.hoodie').rstrip('/')}/{LOCK_FILE_NAME}"
+        self.expire_minutes = expire_minutes
+        self.wait_s = wait_ms / 1000.0
+        self.retry_s = retry_ms / 1000.0
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """Holds the lock for the block; CommitConflictError when it stays taken for the wait time."""
+        self.acquire()
+        try:
+            yield
+        finally:
+            self.release()
+
+    def acquire(self) -> None:
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            if self._try_acquire():
+                return
+            if time.monotonic() >= deadline:
+                raise CommitConflictError(
+                    f"the table's lock {self.storage.full_path(self.path)} stayed taken for "
+                    f"{self.wait_s:g} s (held by {self._owner()}); if that writer died, delete the file "
+                    "or set hoodie.write.lock.filesystem.expire"
+                )
+            time.sleep(min(self.retry_s, max(deadline - time.monotonic(), 0.0)))
+
+    def release(self) -> None:
+        self.storage.delete(self.path, missing_ok=True)
+
+    def _try_acquire(self) -> bool:
+        if self._expired():
+            self.storage.delete(self.path, missing_ok=True)
+        owner = {
+            "lockCreateTime": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3],
+            "lockThreadName": threading.current_thread().name,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+        }
+        try:
+            self.storage.create_exclusive(self.path, json.dumps(owner).encode())
+        except CommitConflictError:
+            return False
+        return True
+
+    def _expired(self) -> bool:
+        if self.expire_minutes == 0:
+            return False
+        info = self.storage.fs.get_file_info(self.storage.full_path(self.path))
+        if info.type == pafs.FileType.NotFound or info.mtime is None:
+            return False
+        return time.time() - info.mtime.timestamp() > self.expire_minutes * 60
+
+    def _owner(self) -> str:
+        try:
+            return self.storage.read_bytes(self.path).decode(errors="replace")
+        except FileNotFoundError:
+            return "a writer that has since released it"
