@@ -77,3 +77,34 @@ def test_commit_shows_the_files_written_and_the_extra_metadata(tmp_path, capsys)
     assert first in out and "_checkpoint" not in out
     assert main(["commit", t.path, "--instant", "20000101000000000"]) == 2
     assert "InstantNotFoundError" in capsys.readouterr().out
+
+
+def test_option_passes_write_options(tmp_path, capsys):
+    """--option KEY=VALUE reaches the table: under optimistic concurrency `compact` will not roll
+    back a compaction whose runner still beats elsewhere."""
+    from shoal.timeline.heartbeat import heartbeat_path
+    from shoal.timeline.instant import State
+    from shoal.timeline.timeline import Timeline
+
+    t = shoal.Table.create(
+        str(tmp_path / "m"), name="m", table_type="MERGE_ON_READ", record_key="id", ordering_field="ts"
+    )
+    t.upsert(pa.table({"id": [1, 2], "ts": [1, 1]}))
+    t.upsert(pa.table({"id": [2], "ts": [2]}))
+    pending = t.schedule_compaction()
+    timeline = Timeline.load(t.storage, t.config)
+    timeline.transition_to_inflight(timeline.get(pending))  # a runner elsewhere started it
+    beat = tmp_path / "m" / heartbeat_path(pending)
+    beat.parent.mkdir(parents=True)
+    beat.touch()
+    occ = "hoodie.write.concurrency.mode=OPTIMISTIC_CONCURRENCY_CONTROL"
+    assert main(["compact", t.path, "--run", pending, "-o", occ]) == 2
+    assert "running in another process" in capsys.readouterr().out
+    assert Timeline.load(t.storage, t.config).get(pending).state == State.INFLIGHT
+    assert main(["compact", t.path, "--run", pending, "--option", "no-equals-sign"]) == 2
+    assert "KEY=VALUE" in capsys.readouterr().out
+    assert main(["compact", t.path, "--run", pending, "-o", "hoodie.no.such.option=1"]) == 2
+    assert "InvalidOptionError" in capsys.readouterr().out
+    beat.unlink()  # that runner died: its attempt is rolled back and run again
+    assert main(["compact", t.path, "--run", pending, "-o", occ]) == 0
+    assert sorted(t.read()["ts"].to_pylist()) == [1, 2]

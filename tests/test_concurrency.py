@@ -78,10 +78,9 @@ def _no_stray_files(path: Path) -> None:
     """Every base file belongs to a completed instant, no markers or heartbeats are left, and
     the lock is free."""
     timeline = Timeline.load(shoal.Table(path).storage, shoal.Table(path).config)
-    done = {i.requested_time for i in timeline.completed()}
     for f in path.rglob("*.parquet"):
         if ".hoodie" not in f.parts:
-            assert parse_base_file_name(f.name).instant_time in done, f
+            assert timeline.is_completed_or_before_start(parse_base_file_name(f.name).instant_time), f
     assert not list((path / ".hoodie" / ".temp").glob("*/**/*.marker.*"))
     assert not list((path / ".hoodie" / ".heartbeat").glob("*"))
     assert not (path / ".hoodie" / "lock").exists()
@@ -475,4 +474,147 @@ def test_stream_writer_keeps_its_checkpoint_alive_beside_other_writers(tmp_path)
         assert Timeline.load(table.storage, table.config).get(pending.requested_time).state == State.INFLIGHT
     assert not beat.exists()
     _check(path, _apply(_apply(model, theirs), mine))
+    _no_stray_files(path)
+
+
+def test_rolling_back_a_write_that_lost_the_race_for_a_log_name_keeps_the_winners_file(tmp_path):
+    """Two writers name the same new log file; the loser's marker (written before its exclusive
+    create failed) names the winner's file. Rolling the loser back must not delete that file."""
+    from shoal.fs.markers import create_marker
+    from shoal.timeline.instant import Action
+
+    path = tmp_path / "t"
+    model = _create(path, "MERGE_ON_READ")
+    table = shoal.Table(path)
+    winner = _rows(range(0, 40, 4), "a", 2)
+    table.upsert(winner)
+    model = _apply(model, winner)
+    (log,) = (path / "a").glob(".*.log.*")
+    timeline = Timeline.load(table.storage, table.config)
+    loser = timeline.new_instant_time()
+    requested = timeline.create_requested(loser, Action.DELTA_COMMIT)
+    timeline.transition_to_inflight(requested, b"")
+    create_marker(table.storage, loser, f"a/{log.name}", "APPEND", append_offset=0)
+    table.upsert(_rows([100], "c", 1))  # rolls the loser back first
+    assert log.exists()
+    _check(path, _apply(model, _rows([100], "c", 1)))
+    _no_stray_files(path)
+
+
+def test_compaction_running_elsewhere_is_not_taken_for_a_failed_attempt(tmp_path, monkeypatch):
+    """Under optimistic concurrency a compaction run keeps a heartbeat: a second runner refuses
+    to roll back one that still beats, and rolls back and reruns one that stopped."""
+    import shoal.services.compaction as compaction_mod
+
+    path = tmp_path / "t"
+    model = _create(path, "MERGE_ON_READ")
+    options = {**OCC, "hoodie.client.heartbeat.interval_in_ms": "5000"}
+    table = shoal.Table(path, options=options)
+    batch = _rows(range(0, 40, 3), "a", 2)
+    table.upsert(batch)
+    model = _apply(model, batch)
+    instant = table.schedule_compaction()
+    assert instant is not None
+
+    # A runner dies after its tasks: the compaction stays inflight, its heartbeat stopped.
+    with monkeypatch.context() as m:
+        m.setattr(compaction_mod, "check_still_pending", _fail)
+        with pytest.raises(OSError):
+            table.run_compaction(instant)
+    assert Timeline.load(table.storage, table.config).get(instant).state == State.INFLIGHT
+    beat = path / heartbeat_path(instant)
+    assert not beat.exists()
+
+    beat.parent.mkdir(parents=True, exist_ok=True)
+    beat.touch()  # as if the runner were alive elsewhere
+    with pytest.raises(CommitConflictError, match="running in another process"):
+        table.run_compaction(instant)
+    stale = time.time() - 11
+    os.utime(beat, (stale, stale))
+    table.run_compaction(instant)
+    assert Timeline.load(table.storage, table.config).get(instant).is_completed
+    _check(path, model)
+
+
+def test_inline_compaction_waits_for_other_writers_pending_writes(tmp_path, monkeypatch):
+    """A due inline compaction cannot be planned while another writer's earlier write is
+    pending: under optimistic concurrency the write that triggered it still succeeds, and a later
+    commit schedules it."""
+    path = tmp_path / "t"
+    model = _create(path, "MERGE_ON_READ")
+    options = {
+        **OCC,
+        "hoodie.compact.inline": "true",
+        "hoodie.compact.inline.max.delta.commits": "1",
+        "hoodie.client.heartbeat.interval_in_ms": "30000",
+    }
+    with monkeypatch.context() as m:
+        m.setattr(Timeline, "complete", _fail)
+        with pytest.raises(OSError):
+            shoal.Table(path, options=options).upsert(_rows([100], "c", 1))
+    table = shoal.Table(path, options=options)
+    (pending,) = Timeline.load(table.storage, table.config).pending_data_instants()
+    (path / heartbeat_path(pending.requested_time)).parent.mkdir(parents=True, exist_ok=True)
+    (path / heartbeat_path(pending.requested_time)).touch()  # another writer, still running
+    batch = _rows(range(0, 40, 4), "a", 2)
+    table.upsert(batch)
+    model = _apply(model, batch)
+    timeline = Timeline.load(table.storage, table.config)
+    assert not [i for i in timeline.instants if i.action.value == "compaction"]
+    _check(path, model)
+    (path / heartbeat_path(pending.requested_time)).unlink()  # that writer died
+    batch = _rows(range(1, 40, 4), "a", 3)
+    table.upsert(batch)  # rolls it back, then compacts
+    model = _apply(model, batch)
+    timeline = Timeline.load(table.storage, table.config)
+    assert [i.is_completed for i in timeline.instants if i.action.value == "compaction"] == [True]
+    _check(path, model)
+    _no_stray_files(path)
+
+
+def test_inline_archival_takes_the_lock(tmp_path):
+    path = tmp_path / "t"
+    model = _create(path, "COPY_ON_WRITE")
+    options = {
+        **OCC,
+        "hoodie.cleaner.commits.retained": "1",
+        "hoodie.keep.min.commits": "2",
+        "hoodie.keep.max.commits": "3",
+        "hoodie.write.lock.wait_time_ms": "200",
+    }
+    table = shoal.Table(path, options=options)
+    lock = path / ".hoodie" / "lock"
+    for ts in (2, 3, 4):
+        batch = _rows([ts], "a", ts)
+        table.upsert(batch)
+        model = _apply(model, batch)
+    archived_before = list((path / ".hoodie" / "archived").glob("*"))
+    batch = _rows([5], "a", 5)
+    import shoal.timeline.file_lock as file_lock_mod
+
+    # The write takes and releases the lock twice (its instant time, its commit); then another
+    # writer holds it when the archival asks.
+
+    original = file_lock_mod.FileLock.acquire
+    calls = []
+
+    def held_for_archival(self):
+        calls.append(1)
+        if len(calls) == 3:  # start, commit, then archival
+            lock.write_text('{"lockThreadName": "another writer"}')
+        return original(self)
+
+    file_lock_mod.FileLock.acquire = held_for_archival
+    try:
+        table.upsert(batch)
+    finally:
+        file_lock_mod.FileLock.acquire = original
+    model = _apply(model, batch)
+    assert len(calls) == 3
+    assert list((path / ".hoodie" / "archived").glob("*")) == archived_before
+    lock.unlink()
+    batch = _rows([6], "a", 6)
+    table.upsert(batch)  # archives now
+    assert list((path / ".hoodie" / "archived").glob("*")) != archived_before
+    _check(path, _apply(model, batch))
     _no_stray_files(path)

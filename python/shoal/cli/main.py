@@ -7,18 +7,30 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table as RichTable
 
 import shoal
-from shoal.errors import ShoalError
+from shoal.errors import InvalidOptionError, ShoalError
 
 console = Console()
 
 
+def _table(args: argparse.Namespace) -> shoal.Table:
+    """The table at ``args.path``, with the write options given by ``--option``."""
+    options: dict[str, str] = {}
+    for item in getattr(args, "option", None) or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidOptionError(f"--option takes KEY=VALUE, got {item!r}")
+        options[key.strip()] = value.strip()
+    return shoal.Table(args.path, options=options)
+
+
 def _info(args: argparse.Namespace) -> int:
-    t = shoal.Table(args.path)
+    t = _table(args)
     cfg = t.config
     grid = RichTable(show_header=False, title=f"table {cfg.table_name}")
     rows = [
@@ -39,7 +51,7 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _timeline(args: argparse.Namespace) -> int:
-    t = shoal.Table(args.path)
+    t = _table(args)
     if args.archived:
         archived = t.archived_timeline
         out = RichTable(title="archived timeline")
@@ -62,7 +74,7 @@ def _timeline(args: argparse.Namespace) -> int:
 
 
 def _archive(args: argparse.Namespace) -> int:
-    t = shoal.Table(args.path)
+    t = _table(args)
     result = t.archive()
     if result.recovered_merge:
         console.print(f"archive merge left by a crash: {result.recovered_merge}")
@@ -78,7 +90,7 @@ def _archive(args: argparse.Namespace) -> int:
 
 
 def _files(args: argparse.Namespace) -> int:
-    t = shoal.Table(args.path)
+    t = _table(args)
     out = RichTable(title="latest file slices")
     for col in ("partition", "file id", "base instant", "base file bytes", "log files"):
         out.add_column(col)
@@ -95,7 +107,7 @@ def _files(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    t = shoal.Table(args.path)
+    t = _table(args)
     columns = args.columns.split(",") if args.columns else None
     data = t.read(columns=columns, as_of=args.as_of, query_type=args.query_type)
     console.print(f"{data.num_rows} rows")
@@ -109,14 +121,14 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _rollback(args: argparse.Namespace) -> int:
-    t = shoal.Table(args.path)
+    t = _table(args)
     instant = t.rollback(args.instant)
     console.print(f"rolled back the last commit as rollback instant {instant}")
     return 0
 
 
 def _compact(args: argparse.Namespace) -> int:
-    t = shoal.Table(args.path)
+    t = _table(args)
     if args.run:
         metadata = t.run_compaction(args.run)
         console.print(f"compaction {args.run} completed: {len(metadata.write_stats())} file groups")
@@ -134,7 +146,7 @@ def _compact(args: argparse.Namespace) -> int:
 
 
 def _clean(args: argparse.Namespace) -> int:
-    t = shoal.Table(args.path)
+    t = _table(args)
     options = {}
     if args.policy:
         options["hoodie.cleaner.policy"] = args.policy
@@ -153,7 +165,7 @@ def _clean(args: argparse.Namespace) -> int:
 
 
 def _savepoint(args: argparse.Namespace) -> int:
-    t = shoal.Table(args.path)
+    t = _table(args)
     if args.delete:
         if args.instant is None:
             console.print("[red]--delete needs the savepoint instant[/]")
@@ -167,13 +179,13 @@ def _savepoint(args: argparse.Namespace) -> int:
 
 
 def _savepoints(args: argparse.Namespace) -> int:
-    for instant in shoal.Table(args.path).savepoints():
+    for instant in _table(args).savepoints():
         console.print(instant)
     return 0
 
 
 def _restore(args: argparse.Namespace) -> int:
-    t = shoal.Table(args.path)
+    t = _table(args)
     instant = t.restore(args.instant)
     console.print(f"restored to savepoint {args.instant} as restore instant {instant}")
     return 0
@@ -190,7 +202,7 @@ def _commit(args: argparse.Namespace) -> int:
     from shoal.errors import InstantNotFoundError
     from shoal.timeline.timeline import Timeline
 
-    t = shoal.Table(args.path)
+    t = _table(args)
     timeline = Timeline.load(t.storage, t.config)
     if args.instant is None:
         inst = timeline.last_completed_data_instant()
@@ -221,37 +233,51 @@ def _commit(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shoal", description="Inspect and operate Hudi tables.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("info", help="table configuration and state")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-o",
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a write option (repeatable), such as hoodie.write.concurrency.mode="
+        "OPTIMISTIC_CONCURRENCY_CONTROL when other writers run beside this command",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return subparsers.add_parser(name, parents=[common], **kwargs)
+
+    p = command("info", help="table configuration and state")
     p.add_argument("path")
     p.set_defaults(fn=_info)
-    p = sub.add_parser("timeline", help="every instant on the active timeline")
+    p = command("timeline", help="every instant on the active timeline")
     p.add_argument("path")
     p.add_argument("--archived", action="store_true", help="the archived timeline instead")
     p.set_defaults(fn=_timeline)
-    p = sub.add_parser("commit", help="the files a commit wrote and its extra metadata (default: the latest)")
+    p = command("commit", help="the files a commit wrote and its extra metadata (default: the latest)")
     p.add_argument("path")
     p.add_argument("--instant", default=None)
     p.set_defaults(fn=_commit)
-    p = sub.add_parser("files", help="latest file slice of every file group")
+    p = command("files", help="latest file slice of every file group")
     p.add_argument("path")
     p.add_argument("--as-of", default=None)
     p.set_defaults(fn=_files)
-    p = sub.add_parser("show", help="print rows")
+    p = command("show", help="print rows")
     p.add_argument("path")
     p.add_argument("--columns", default=None, help="comma-separated columns")
     p.add_argument("--limit", type=int, default=20)
     p.add_argument("--as-of", default=None)
     p.add_argument("--query-type", default="snapshot", choices=["snapshot", "read_optimized"])
     p.set_defaults(fn=_show)
-    p = sub.add_parser("archive", help="archive old instants (hoodie.keep.min/max.commits)")
+    p = command("archive", help="archive old instants (hoodie.keep.min/max.commits)")
     p.add_argument("path")
     p.set_defaults(fn=_archive)
-    p = sub.add_parser("rollback", help="roll back the latest commit")
+    p = command("rollback", help="roll back the latest commit")
     p.add_argument("path")
     p.add_argument("--instant", default=None, help="must be the latest commit")
     p.set_defaults(fn=_rollback)
-    p = sub.add_parser("compact", help="compact a merge-on-read table (schedule and run)")
+    p = command("compact", help="compact a merge-on-read table (schedule and run)")
     p.add_argument("path")
     what = p.add_mutually_exclusive_group()
     what.add_argument("--schedule", action="store_true", help="only save a compaction plan")
@@ -260,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--if-due", action="store_true", help="only when hoodie.compact.inline.trigger.strategy says so"
     )
     p.set_defaults(fn=_compact)
-    p = sub.add_parser("clean", help="remove file slices the cleaner policy no longer retains")
+    p = command("clean", help="remove file slices the cleaner policy no longer retains")
     p.add_argument("path")
     p.add_argument(
         "--policy",
@@ -271,20 +297,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retain-versions", type=int, default=None, help="hoodie.cleaner.fileversions.retained")
     p.add_argument("--retain-hours", type=int, default=None, help="hoodie.cleaner.hours.retained")
     p.set_defaults(fn=_clean)
-    p = sub.add_parser("savepoint", help="savepoint a commit (default: the latest), or delete one")
+    p = command("savepoint", help="savepoint a commit (default: the latest), or delete one")
     p.add_argument("path")
     p.add_argument("instant", nargs="?", default=None)
     p.add_argument("--comment", default="")
     p.add_argument("--delete", action="store_true", help="delete the savepoint at the instant")
     p.set_defaults(fn=_savepoint)
-    p = sub.add_parser("savepoints", help="list the savepoints")
+    p = command("savepoints", help="list the savepoints")
     p.add_argument("path")
     p.set_defaults(fn=_savepoints)
-    p = sub.add_parser("restore", help="roll the table back to a savepoint")
+    p = command("restore", help="roll the table back to a savepoint")
     p.add_argument("path")
     p.add_argument("instant")
     p.set_defaults(fn=_restore)
-    p = sub.add_parser("demo", help="run the CDC demo pipeline (python -m shoal.demo)")
+    p = command("demo", help="run the CDC demo pipeline (python -m shoal.demo)")
     p.add_argument("path", nargs="?", default=None, help="where to put the tables (default: a temp dir)")
     p.add_argument("--engine", choices=["both", "spark", "embedded"], default="embedded")
     p.add_argument("--batches", type=int, default=6)

@@ -84,6 +84,7 @@ from shoal.timeline.instant import Action, Instant, State, parse_instant_file_na
 from shoal.timeline.instant_time import format_instant
 from shoal.timeline.lock import WRITE, table_lock
 from shoal.timeline.timeline import DATA_ACTIONS, Timeline
+from shoal.write.concurrency import Concurrency
 
 log = logging.getLogger(__name__)
 
@@ -679,7 +680,9 @@ def run_inline_archive(storage: Storage, table_config: TableConfig, write_config
         archive_async(storage, table_config, write_config)
         return
     try:
-        archive(storage, table_config, write_config)
+        # Writers in other processes archive too: under optimistic concurrency one at a time.
+        with Concurrency(storage, write_config).locked():
+            archive(storage, table_config, write_config)
     except (ShoalError, OSError):
         log.exception("archival after the commit failed; it is retried after the next commit")
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -74,6 +75,9 @@ from shoal.timeline.instant_time import parse_instant
 from shoal.timeline.lock import COMPACTION, WRITE, table_lock
 from shoal.timeline.timeline import DATA_ACTIONS, Timeline
 from shoal.write.base_file import BaseFileOptions
+from shoal.write.concurrency import Concurrency, check_still_pending, heartbeat_stopped_after
+
+log = logging.getLogger(__name__)
 
 PLAN_SCHEMA = "HoodieCompactionPlan.v8.writer"
 # Version 2: operations name files relative to their partition (version 1 held full paths).
@@ -331,7 +335,9 @@ def run_compaction(
     """Executes the compaction plan at ``instant_time`` and returns the committed metadata. A
     compaction left inflight by a failed runner is rolled back and run again; one that already
     completed returns its metadata. Safe to call from any thread or process while writers
-    write; within a process, runners of a table take turns."""
+    write; within a process, runners of a table take turns. Under optimistic concurrency a
+    run keeps a heartbeat, and one still beating elsewhere is not taken for a failed attempt:
+    CommitConflictError instead."""
     _check_supported(config)
     executor = executor or LocalExecutor()
     with table_lock(storage, COMPACTION):
@@ -341,46 +347,69 @@ def run_compaction(
             raise InstantNotFoundError(f"no compaction instant {instant_time}")
         if inst.is_completed:
             return timeline.commit_metadata(inst)
+        concurrency = Concurrency(storage, wc)
         if inst.state == State.INFLIGHT:
+            if concurrency.is_running(instant_time):
+                raise CommitConflictError(
+                    f"compaction {instant_time} is running in another process (its heartbeat is fresh)"
+                )
             rollback_inflight_compaction(storage, timeline, inst)
             timeline = timeline.reload()
         ops = compaction_operations(timeline, instant_time)
-        inflight = timeline.transition_to_inflight(Instant(instant_time, Action.COMPACTION, State.REQUESTED))
-        completed = tuple(
-            i.requested_time for i in timeline.completed_data_instants() if i.requested_time < instant_time
+        heartbeat = concurrency.start_heartbeat(instant_time)
+        with heartbeat_stopped_after(heartbeat):
+            return _execute(storage, config, wc, executor, timeline, instant_time, ops, concurrency)
+
+
+def _execute(
+    storage: Storage,
+    config: TableConfig,
+    wc: WriteConfig,
+    executor: Executor,
+    timeline: Timeline,
+    instant_time: str,
+    ops: list[CompactionOperation],
+    concurrency: Concurrency,
+) -> CommitMetadata:
+    inflight = timeline.transition_to_inflight(Instant(instant_time, Action.COMPACTION, State.REQUESTED))
+    completed = tuple(
+        i.requested_time for i in timeline.completed_data_instants() if i.requested_time < instant_time
+    )
+    options = base_file_options(config, wc)
+    specs = [
+        CompactionTaskSpec(
+            base_uri=storage.base_uri,
+            instant=instant_time,
+            task_id=task_id,
+            partition_path=op.partition_path,
+            file_id=op.file_id,
+            base_instant=op.base_instant,
+            base_file=op.base_file,
+            log_files=op.log_files,
+            log_files_size=int(op.metrics.get(TOTAL_LOG_FILES_SIZE, 0)),
+            completed_instants=completed,
+            ordering_field=config.precombine_field,
+            event_time_ordering=config.merge_ordering == MergeOrdering.EVENT_TIME,
+            options=options,
         )
-        options = base_file_options(config, wc)
-        specs = [
-            CompactionTaskSpec(
-                base_uri=storage.base_uri,
-                instant=instant_time,
-                task_id=task_id,
-                partition_path=op.partition_path,
-                file_id=op.file_id,
-                base_instant=op.base_instant,
-                base_file=op.base_file,
-                log_files=op.log_files,
-                log_files_size=int(op.metrics.get(TOTAL_LOG_FILES_SIZE, 0)),
-                completed_instants=completed,
-                ordering_field=config.precombine_field,
-                event_time_ordering=config.merge_ordering == MergeOrdering.EVENT_TIME,
-                options=options,
-            )
-            for task_id, op in enumerate(ops)
-        ]
-        stats = executor.map(run_compaction_task, [(spec, storage) for spec in specs])
-        metadata = CommitMetadata(compacted=True, operation_type=OPERATION_TYPE)
-        for stat in stats:
-            if stat is not None:
-                metadata.add_stat(stat)
-        schema = timeline.latest_schema()
-        if schema:
-            metadata.extra_metadata["schema"] = schema
+        for task_id, op in enumerate(ops)
+    ]
+    stats = executor.map(run_compaction_task, [(spec, storage) for spec in specs])
+    metadata = CommitMetadata(compacted=True, operation_type=OPERATION_TYPE)
+    for stat in stats:
+        if stat is not None:
+            metadata.add_stat(stat)
+    schema = timeline.latest_schema()
+    if schema:
+        metadata.extra_metadata["schema"] = schema
+    with concurrency.locked():
+        # A runner elsewhere that took this one for a failed attempt rolled it back.
+        check_still_pending(timeline.reload(), inflight)
         # Attempts of a retried task (Spark) leave files of their own: only reported ones stay.
         reconcile_against_markers(storage, instant_time, [s.path for s in stats if s is not None and s.path])
         timeline.complete(inflight, metadata.to_json())
-        delete_markers(storage, instant_time)
-        return metadata
+    delete_markers(storage, instant_time)
+    return metadata
 
 
 def run_pending_compactions(
@@ -491,9 +520,16 @@ def run_inline_compaction(
     this runs; if it fails, the compaction stays pending and the next run completes it."""
     if config.table_type != TableType.MERGE_ON_READ:
         return []
-    if wc.get(COMPACT_INLINE):
-        return compact(storage, config, wc, executor, force=False, clock=clock)
-    if wc.get(COMPACT_SCHEDULE_INLINE):
-        t = schedule_compaction(storage, config, wc, clock=clock)
-        return [t] if t is not None else []
+    try:
+        if wc.get(COMPACT_INLINE):
+            return compact(storage, config, wc, executor, force=False, clock=clock)
+        if wc.get(COMPACT_SCHEDULE_INLINE):
+            t = schedule_compaction(storage, config, wc, clock=clock)
+            return [t] if t is not None else []
+    except CommitConflictError as exc:
+        if not wc.optimistic_concurrency:
+            raise
+        # Other writers' pending writes, or a compaction another one runs: a later commit
+        # schedules (or finishes) it. The write itself has committed.
+        log.warning("inline compaction skipped: %s", exc)
     return []

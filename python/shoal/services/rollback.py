@@ -22,7 +22,7 @@ from shoal.fs.storage import Storage
 from shoal.schemas import load_schema
 from shoal.timeline.commit_metadata import NULL_COMMIT
 from shoal.timeline.instant import Action, Instant, State
-from shoal.timeline.timeline import Timeline
+from shoal.timeline.timeline import DATA_ACTIONS, Timeline
 
 _ROLLBACKABLE = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
 
@@ -75,7 +75,11 @@ def _rollback(storage: Storage, timeline: Timeline, target: Instant, delete_targ
         elif io_type == "APPEND":
             offset = append_offset(storage, target.requested_time, path)
             if offset == 0:
-                files_by_partition[partition].append(path)  # the failed write created the file
+                fate = _fate_of_created_log(storage, path, target.requested_time, timeline)
+                if fate == "delete":
+                    files_by_partition[partition].append(path)  # the failed write created the file
+                elif fate == "neutralise":
+                    appended[partition].append((path, 0))
             elif offset is not None:
                 appended[partition].append((path, offset))
     if not marked:
@@ -144,6 +148,23 @@ def _rollback(storage: Storage, timeline: Timeline, target: Instant, delete_targ
         timeline.delete_instant_files(target.requested_time)
     delete_markers(storage, target.requested_time)
     return rollback_time
+
+
+def _fate_of_created_log(storage: Storage, path: str, target: str, timeline: Timeline) -> str:
+    """What undoing ``target`` does to the log file ``path`` its marker says it created:
+    ``"delete"`` it when it holds no block of another instant still on the timeline (those a
+    restore rolled back before do not count); ``"skip"`` it when it holds no block of
+    ``target``: the write lost the race for that name to another writer (whose file it is);
+    else ``"neutralise"`` ``target``'s blocks with a command block."""
+    try:
+        blocks = _native.read_log_blocks(storage.read_bytes(path))
+    except FileNotFoundError:
+        return "skip"
+    live = {i.requested_time for i in timeline.instants if i.action in DATA_ACTIONS} - {target}
+    data = [b for b in blocks if not b.is_corrupt and b.block_type != "COMMAND_BLOCK"]
+    if any(b.instant_time in live for b in data):
+        return "neutralise" if any(b.instant_time == target for b in data) else "skip"
+    return "delete"
 
 
 def _neutralise_appends(

@@ -31,7 +31,7 @@ from shoal.fs.storage import Storage
 from shoal.timeline.commit_metadata import WriteStat
 from shoal.timeline.file_lock import FileLock
 from shoal.timeline.heartbeat import Heartbeat, heartbeat_expired, heartbeat_path
-from shoal.timeline.instant import Action, Instant
+from shoal.timeline.instant import Action, Instant, State
 from shoal.timeline.timeline import Timeline
 
 
@@ -60,6 +60,13 @@ class Concurrency:
         """Starts the heartbeat of a write about to request ``instant_time`` (LAZY only)."""
         return Heartbeat(self.storage, instant_time, self.heartbeat_ms).start() if self.lazy else None
 
+    def is_running(self, instant_time: str) -> bool:
+        """Whether the pending ``instant_time`` belongs to a live writer (LAZY: its heartbeat is
+        fresh); a single writer takes every pending instant for a failed one."""
+        return self.lazy and not heartbeat_expired(
+            self.storage, instant_time, self.heartbeat_ms, self.tolerable_misses
+        )
+
     def forget_heartbeat(self, instant_time: str) -> None:
         """Deletes the heartbeat a rolled-back write left behind."""
         self.storage.delete(heartbeat_path(instant_time), missing_ok=True)
@@ -67,24 +74,22 @@ class Concurrency:
     def failed_writes(self, timeline: Timeline) -> list[Instant]:
         """The pending writes to roll back: all of them (EAGER), or those whose heartbeat
         stopped (LAZY)."""
-        pending = timeline.pending_data_instants()
-        if not self.lazy:
-            return pending
-        return [
-            i
-            for i in pending
-            if heartbeat_expired(self.storage, i.requested_time, self.heartbeat_ms, self.tolerable_misses)
-        ]
+        return [i for i in timeline.pending_data_instants() if not self.is_running(i.requested_time)]
 
 
 def check_still_pending(now: Timeline, inflight: Instant) -> None:
     """Raises CommitConflictError when another writer rolled ``inflight`` back (it took the
-    write for a failed one): completing it would publish a commit whose files are gone."""
+    write, or compaction, for a failed one): completing it would publish a commit whose files
+    are gone."""
     current = now.get(inflight.requested_time)
-    if current is None or current.is_completed:
-        state = "completed" if current is not None else "rolled back by another writer"
+    if current is None or current.state != State.INFLIGHT:
+        # A rolled-back write is gone; a rolled-back compaction is requested again.
+        state = (
+            "completed" if current is not None and current.is_completed else "rolled back by another writer"
+        )
         raise CommitConflictError(
-            f"write {inflight.requested_time} was {state} while it ran; nothing was committed. "
+            f"{inflight.action.value} {inflight.requested_time} was {state} while it ran; "
+            "nothing was committed. "
             "Run one writer per table, or set hoodie.write.concurrency.mode=OPTIMISTIC_CONCURRENCY_CONTROL "
             "on every writer"
         )
