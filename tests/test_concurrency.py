@@ -195,6 +195,27 @@ def _fail(*args, **kwargs):
     raise OSError("disk gone")
 
 
+def _died_before_commit(table: shoal.Table, batch: pa.Table, monkeypatch) -> str:
+    """Runs a write of ``batch`` that dies before its commit; returns its pending instant."""
+    with monkeypatch.context() as m:
+        m.setattr(Timeline, "complete", _fail)
+        with pytest.raises(OSError):
+            table.upsert(batch)
+    (pending,) = Timeline.load(table.storage, table.config).pending_data_instants()
+    return pending.requested_time
+
+
+def _beat(path: Path, instant_time: str, age_s: float = 0.0) -> Path:
+    """Writes the heartbeat of ``instant_time``, ``age_s`` seconds old, as a live writer does."""
+    beat = path / heartbeat_path(instant_time)
+    beat.parent.mkdir(parents=True, exist_ok=True)
+    beat.touch()
+    if age_s:
+        then = time.time() - age_s
+        os.utime(beat, (then, then))
+    return beat
+
+
 def test_lazy_writer_rolls_back_only_writes_whose_heartbeat_stopped(tmp_path, monkeypatch):
     path = tmp_path / "t"
     model = _create(path, "MERGE_ON_READ")
@@ -202,31 +223,23 @@ def test_lazy_writer_rolls_back_only_writes_whose_heartbeat_stopped(tmp_path, mo
     table = shoal.Table(path, options={**OCC, "hoodie.client.heartbeat.interval_in_ms": "5000"})
 
     # A write that dies before its commit: its instant stays pending.
-    with monkeypatch.context() as m:
-        m.setattr(Timeline, "complete", _fail)
-        with pytest.raises(OSError):
-            table.upsert(_rows(range(0, 40, 2), "a", 5))
-    timeline = Timeline.load(table.storage, table.config)
-    (pending,) = timeline.pending_data_instants()
-    heartbeat = path / heartbeat_path(pending.requested_time)
-    assert not heartbeat.exists()  # its writer stopped beating when it gave up
+    pending = _died_before_commit(table, _rows(range(0, 40, 2), "a", 5), monkeypatch)
+    assert not (path / heartbeat_path(pending)).exists()  # its writer stopped beating when it gave up
 
     # A heartbeat that is fresh: another writer takes the write for a running one.
-    heartbeat.parent.mkdir(parents=True, exist_ok=True)
-    heartbeat.touch()
+    _beat(path, pending)
     theirs = _rows([100], "c", 1)
     table.upsert(theirs)
     model = _apply(model, theirs)
-    timeline = timeline.reload()
-    assert timeline.get(pending.requested_time).state == State.INFLIGHT
+    timeline = Timeline.load(table.storage, table.config)
+    assert timeline.get(pending).state == State.INFLIGHT
     _check(path, model)
 
     # Two missed beats later it is a failed write, and the next write rolls it back.
-    stale = time.time() - 11
-    os.utime(heartbeat, (stale, stale))
+    _beat(path, pending, age_s=11)
     mine = _rows([101], "c", 1)
     table.upsert(mine)
-    assert timeline.reload().get(pending.requested_time) is None
+    assert timeline.reload().get(pending) is None
     _check(path, _apply(model, mine))
     _no_stray_files(path)
 
@@ -234,16 +247,11 @@ def test_lazy_writer_rolls_back_only_writes_whose_heartbeat_stopped(tmp_path, mo
 def test_eager_writer_rolls_back_despite_a_heartbeat(tmp_path, monkeypatch):
     path = tmp_path / "t"
     _create(path, "COPY_ON_WRITE")
-    with monkeypatch.context() as m:
-        m.setattr(Timeline, "complete", _fail)
-        with pytest.raises(OSError):
-            shoal.Table(path).upsert(_rows([1], "a", 5))
     table = shoal.Table(path)
-    (pending,) = Timeline.load(table.storage, table.config).pending_data_instants()
-    (path / heartbeat_path(pending.requested_time)).parent.mkdir(parents=True, exist_ok=True)
-    (path / heartbeat_path(pending.requested_time)).touch()
+    pending = _died_before_commit(table, _rows([1], "a", 5), monkeypatch)
+    _beat(path, pending)
     table.upsert(_rows([100], "c", 1))
-    assert Timeline.load(table.storage, table.config).get(pending.requested_time) is None
+    assert Timeline.load(table.storage, table.config).get(pending) is None
 
 
 def test_commit_waits_for_a_held_lock_then_fails_and_the_next_write_recovers(tmp_path):
@@ -522,15 +530,12 @@ def test_compaction_running_elsewhere_is_not_taken_for_a_failed_attempt(tmp_path
         with pytest.raises(OSError):
             table.run_compaction(instant)
     assert Timeline.load(table.storage, table.config).get(instant).state == State.INFLIGHT
-    beat = path / heartbeat_path(instant)
-    assert not beat.exists()
+    assert not (path / heartbeat_path(instant)).exists()
 
-    beat.parent.mkdir(parents=True, exist_ok=True)
-    beat.touch()  # as if the runner were alive elsewhere
+    _beat(path, instant)  # as if the runner were alive elsewhere
     with pytest.raises(CommitConflictError, match="running in another process"):
         table.run_compaction(instant)
-    stale = time.time() - 11
-    os.utime(beat, (stale, stale))
+    _beat(path, instant, age_s=11)
     table.run_compaction(instant)
     assert Timeline.load(table.storage, table.config).get(instant).is_completed
     _check(path, model)
@@ -548,21 +553,16 @@ def test_inline_compaction_waits_for_other_writers_pending_writes(tmp_path, monk
         "hoodie.compact.inline.max.delta.commits": "1",
         "hoodie.client.heartbeat.interval_in_ms": "30000",
     }
-    with monkeypatch.context() as m:
-        m.setattr(Timeline, "complete", _fail)
-        with pytest.raises(OSError):
-            shoal.Table(path, options=options).upsert(_rows([100], "c", 1))
     table = shoal.Table(path, options=options)
-    (pending,) = Timeline.load(table.storage, table.config).pending_data_instants()
-    (path / heartbeat_path(pending.requested_time)).parent.mkdir(parents=True, exist_ok=True)
-    (path / heartbeat_path(pending.requested_time)).touch()  # another writer, still running
+    pending = _died_before_commit(table, _rows([100], "c", 1), monkeypatch)
+    beat = _beat(path, pending)  # another writer, still running
     batch = _rows(range(0, 40, 4), "a", 2)
     table.upsert(batch)
     model = _apply(model, batch)
     timeline = Timeline.load(table.storage, table.config)
     assert not [i for i in timeline.instants if i.action.value == "compaction"]
     _check(path, model)
-    (path / heartbeat_path(pending.requested_time)).unlink()  # that writer died
+    beat.unlink()  # that writer died
     batch = _rows(range(1, 40, 4), "a", 3)
     table.upsert(batch)  # rolls it back, then compacts
     model = _apply(model, batch)
