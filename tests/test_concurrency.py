@@ -618,3 +618,20 @@ def test_inline_archival_takes_the_lock(tmp_path):
     assert list((path / ".hoodie" / "archived").glob("*")) != archived_before
     _check(path, _apply(model, batch))
     _no_stray_files(path)
+
+
+def test_optimistic_concurrency_needs_a_lock_file_created_atomically(tmp_path):
+    import pyarrow.fs as pafs
+
+    from shoal.config.write_config import WriteConfig
+    from shoal.fs.storage import Storage
+    from shoal.write.concurrency import Concurrency
+
+    # A file system other than the local one: shoal's exclusive create is check-then-write there.
+    remote = Storage(str(tmp_path), filesystem=pafs.SubTreeFileSystem("/", pafs.LocalFileSystem()))
+    assert not remote.is_local
+    with pytest.raises(UnsupportedError, match="atomically"):
+        Concurrency(remote, WriteConfig(OCC))
+    Concurrency(remote, WriteConfig({}))  # a single writer needs no lock
+    locks = tmp_path / "locks"
+    Concurrency(remote, WriteConfig({**OCC, "hoodie.write.lock.filesystem.path": str(locks)}))

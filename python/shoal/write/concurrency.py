@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager
 
 from shoal.config import write_config as wc
 from shoal.config.write_config import WriteConfig
-from shoal.errors import CommitConflictError
+from shoal.errors import CommitConflictError, UnsupportedError
 from shoal.fs.storage import Storage
 from shoal.timeline.commit_metadata import WriteStat
 from shoal.timeline.file_lock import FileLock
@@ -51,6 +51,13 @@ class Concurrency:
             int(config.get(wc.LOCK_WAIT_TIME_MS)),
             int(config.get(wc.LOCK_RETRY_WAIT_TIME_MS)),
         )
+        if self.optimistic and not self.lock.storage.is_local:
+            # As Hudi's provider refuses a file system without atomic creation.
+            raise UnsupportedError(
+                "optimistic concurrency needs the lock file to be created atomically, which shoal does "
+                "on local (and mounted) file systems only; put hoodie.write.lock.filesystem.path on one, "
+                "or run one writer at a time"
+            )
 
     def locked(self) -> AbstractContextManager[None]:
         """The table's lock under optimistic concurrency; nothing for a single writer."""
