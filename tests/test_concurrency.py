@@ -635,3 +635,22 @@ def test_optimistic_concurrency_needs_a_lock_file_created_atomically(tmp_path):
     Concurrency(remote, WriteConfig({}))  # a single writer needs no lock
     locks = tmp_path / "locks"
     Concurrency(remote, WriteConfig({**OCC, "hoodie.write.lock.filesystem.path": str(locks)}))
+
+
+def test_a_lock_broken_as_expired_is_not_released_by_its_old_holder(tmp_path):
+    from shoal.fs.storage import Storage
+    from shoal.timeline.file_lock import FileLock
+
+    storage = Storage(str(tmp_path))
+    slow = FileLock(storage, None, expire_minutes=1, wait_ms=100, retry_ms=10)
+    slow.acquire()
+    lock = tmp_path / ".hoodie" / "lock"
+    old = time.time() - 120
+    os.utime(lock, (old, old))  # the holder stalled past the expiry
+    other = FileLock(storage, None, expire_minutes=1, wait_ms=100, retry_ms=10)
+    other.acquire()  # breaks the expired lock and takes it
+    taken = lock.read_bytes()
+    slow.release()
+    assert lock.read_bytes() == taken  # still the other writer's
+    other.release()
+    assert not lock.exists()

@@ -16,6 +16,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -43,6 +44,7 @@ class FileLock:
         self.expire_minutes = expire_minutes
         self.wait_s = wait_ms / 1000.0
         self.retry_s = retry_ms / 1000.0
+        self._content: bytes | None = None
 
     @contextmanager
     def held(self) -> Iterator[None]:
@@ -67,7 +69,14 @@ class FileLock:
             time.sleep(min(self.retry_s, max(deadline - time.monotonic(), 0.0)))
 
     def release(self) -> None:
-        self.storage.delete(self.path, missing_ok=True)
+        """Deletes the lock file if it is still this holder's: one broken as expired and taken
+        by another writer since is theirs."""
+        try:
+            current = self.storage.read_bytes(self.path)
+        except FileNotFoundError:
+            return
+        if current == self._content:
+            self.storage.delete(self.path, missing_ok=True)
 
     def _try_acquire(self) -> bool:
         if self._expired():
@@ -77,11 +86,14 @@ class FileLock:
             "lockThreadName": threading.current_thread().name,
             "host": socket.gethostname(),
             "pid": os.getpid(),
+            "holder": uuid.uuid4().hex,
         }
+        content = json.dumps(owner).encode()
         try:
-            self.storage.create_exclusive(self.path, json.dumps(owner).encode())
+            self.storage.create_exclusive(self.path, content)
         except CommitConflictError:
             return False
+        self._content = content
         return True
 
     def _expired(self) -> bool:
