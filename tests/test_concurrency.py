@@ -572,7 +572,14 @@ def test_inline_compaction_waits_for_other_writers_pending_writes(tmp_path, monk
     _no_stray_files(path)
 
 
-def test_inline_archival_takes_the_lock(tmp_path):
+def test_inline_services_take_the_lock(tmp_path, monkeypatch):
+    """Inline clean scheduling and archival take the table's lock under optimistic concurrency.
+    With the lock held by another writer, they are skipped (the write has committed), and run
+    after a later commit."""
+    import shoal.services.archive as archive_mod
+    import shoal.services.clean as clean_mod
+    from shoal.write.concurrency import Concurrency
+
     path = tmp_path / "t"
     model = _create(path, "COPY_ON_WRITE")
     options = {
@@ -583,39 +590,39 @@ def test_inline_archival_takes_the_lock(tmp_path):
         "hoodie.write.lock.wait_time_ms": "200",
     }
     table = shoal.Table(path, options=options)
-    lock = path / ".hoodie" / "lock"
     for ts in (2, 3, 4):
         batch = _rows([ts], "a", ts)
         table.upsert(batch)
         model = _apply(model, batch)
-    archived_before = list((path / ".hoodie" / "archived").glob("*"))
-    batch = _rows([5], "a", 5)
-    import shoal.timeline.file_lock as file_lock_mod
+    lock = path / ".hoodie" / "lock"
 
-    # The write takes and releases the lock twice (its instant time, its commit); then another
-    # writer holds it when the archival asks.
+    class Taken(Concurrency):
+        """The lock, held by another writer when this service asks for it."""
 
-    original = file_lock_mod.FileLock.acquire
-    calls = []
-
-    def held_for_archival(self):
-        calls.append(1)
-        if len(calls) == 3:  # start, commit, then archival
+        def locked(self):
             lock.write_text('{"lockThreadName": "another writer"}')
-        return original(self)
+            return super().locked()
 
-    file_lock_mod.FileLock.acquire = held_for_archival
-    try:
-        table.upsert(batch)
-    finally:
-        file_lock_mod.FileLock.acquire = original
-    model = _apply(model, batch)
-    assert len(calls) == 3
-    assert list((path / ".hoodie" / "archived").glob("*")) == archived_before
-    lock.unlink()
-    batch = _rows([6], "a", 6)
-    table.upsert(batch)  # archives now
-    assert list((path / ".hoodie" / "archived").glob("*")) != archived_before
+    def archived() -> list[str]:
+        return sorted(p.name for p in (path / ".hoodie" / "archived").glob("*"))
+
+    def cleans() -> int:
+        timeline = Timeline.load(table.storage, table.config)
+        return sum(1 for i in timeline.instants if i.action.value == "clean")
+
+    archived_before, cleans_before = archived(), cleans()
+    for module in (archive_mod, clean_mod):
+        with monkeypatch.context() as m:
+            m.setattr(module, "Concurrency", Taken)
+            batch = _rows([5 if module is archive_mod else 6], "a", 7)
+            table.upsert(batch)
+        model = _apply(model, batch)
+        assert lock.read_text() == '{"lockThreadName": "another writer"}'
+        lock.unlink()
+    assert archived() == archived_before and cleans() == cleans_before + 1
+    batch = _rows([8], "a", 8)
+    table.upsert(batch)  # cleans and archives now
+    assert archived() != archived_before
     _check(path, _apply(model, batch))
     _no_stray_files(path)
 
@@ -654,3 +661,24 @@ def test_a_lock_broken_as_expired_is_not_released_by_its_old_holder(tmp_path):
     assert lock.read_bytes() == taken  # still the other writer's
     other.release()
     assert not lock.exists()
+
+
+def test_compaction_is_planned_under_the_lock(tmp_path):
+    """A plan and its instant time are taken under the lock: while another writer holds it, no
+    plan is saved."""
+    path = tmp_path / "t"
+    model = _create(path, "MERGE_ON_READ")
+    options = {**OCC, "hoodie.write.lock.wait_time_ms": "200"}
+    table = shoal.Table(path, options=options)
+    batch = _rows(range(0, 40, 4), "a", 2)
+    table.upsert(batch)
+    lock = path / ".hoodie" / "lock"
+    lock.write_text('{"lockThreadName": "another writer"}')
+    with pytest.raises(CommitConflictError, match="stayed taken"):
+        table.schedule_compaction()
+    assert table.pending_compactions() == []
+    lock.unlink()
+    assert table.schedule_compaction() is not None
+    table.compact()
+    _check(path, _apply(model, batch))
+    _no_stray_files(path)

@@ -40,6 +40,7 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import json
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
@@ -57,7 +58,7 @@ from shoal.config.write_config import (
     CLEANER_POLICY,
     WriteConfig,
 )
-from shoal.errors import CleanedInstantError, InstantNotFoundError
+from shoal.errors import CleanedInstantError, CommitConflictError, InstantNotFoundError
 from shoal.executor.base import Executor
 from shoal.executor.local import LocalExecutor
 from shoal.fs.naming import parse_base_file_name, parse_log_file_name
@@ -69,6 +70,9 @@ from shoal.timeline.instant import Action, Instant, State
 from shoal.timeline.instant_time import format_instant
 from shoal.timeline.lock import WRITE, table_lock
 from shoal.timeline.timeline import DATA_ACTIONS, Timeline
+from shoal.write.concurrency import Concurrency
+
+log = logging.getLogger(__name__)
 
 PLAN_SCHEMA = "HoodieCleanerPlan.v6.writer"
 METADATA_SCHEMA = "HoodieCleanMetadata.v6.writer"
@@ -357,7 +361,8 @@ def schedule_clean(
     ``force``) when fewer than ``hoodie.clean.max.commits`` commits completed since the last
     clean. ``clock`` is "now" for KEEP_LATEST_BY_HOURS."""
     config.check_writable("clean")
-    with table_lock(storage, WRITE):
+    # Under optimistic concurrency the plan and its instant time are taken under the table's lock.
+    with table_lock(storage, WRITE), Concurrency(storage, wc).locked():
         timeline = Timeline.load(storage, config)
         if not force and commits_since_last_clean(timeline) < wc.get(CLEAN_MAX_COMMITS):
             return None
@@ -479,7 +484,14 @@ def run_inline_clean(
     fails midway stays pending and the next clean finishes it."""
     if not wc.get(CLEAN_AUTOMATIC) or config.table_version >= 8:
         return []
-    return clean(storage, config, wc, executor, force=False)
+    try:
+        return clean(storage, config, wc, executor, force=False)
+    except CommitConflictError as exc:
+        if not wc.optimistic_concurrency:
+            raise
+        # The lock stayed taken: the write has committed, and a later commit cleans.
+        log.warning("inline clean skipped: %s", exc)
+        return []
 
 
 # ---- clean metadata and plans -------------------------------------------------------------

@@ -299,7 +299,8 @@ def schedule_compaction(
     compaction instant itself, as in Hudi)."""
     _check_supported(config)
     # Under the write lock: a write of this process either sees the plan or completes before it.
-    with table_lock(storage, WRITE):
+    # Under optimistic concurrency the table's lock does the same for writers elsewhere.
+    with table_lock(storage, WRITE), Concurrency(storage, wc).locked():
         timeline = Timeline.load(storage, config)
         t = instant_time if instant_time is not None else timeline.new_instant_time()
         validate_compaction_instant(timeline, t)
