@@ -682,3 +682,29 @@ def test_compaction_is_planned_under_the_lock(tmp_path):
     table.compact()
     _check(path, _apply(model, batch))
     _no_stray_files(path)
+
+
+def test_rollback_savepoint_and_restore_by_hand_take_the_lock(tmp_path):
+    path = tmp_path / "t"
+    model = _create(path, "COPY_ON_WRITE")
+    table = shoal.Table(path, options={**OCC, "hoodie.write.lock.wait_time_ms": "200"})
+    savepoint = table.savepoint()
+    batch = _rows([1], "a", 9)
+    table.upsert(batch)
+    lock = path / ".hoodie" / "lock"
+    lock.write_text('{"lockThreadName": "another writer"}')
+    before = sorted(p.name for p in (path / ".hoodie").iterdir())
+    for action in (table.rollback, table.savepoint, lambda: table.restore(savepoint)):
+        with pytest.raises(CommitConflictError, match="stayed taken"):
+            action()
+    with pytest.raises(CommitConflictError, match="stayed taken"):
+        table.delete_savepoint(savepoint)
+    assert sorted(p.name for p in (path / ".hoodie").iterdir()) == before
+    _check(path, _apply(model, batch))
+    lock.unlink()
+    table.rollback()
+    _check(path, model)
+    table.upsert(batch)
+    table.restore(savepoint)
+    _check(path, model)
+    _no_stray_files(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -302,7 +303,7 @@ class Table:
         from shoal.timeline.lock import WRITE, table_lock
 
         self.config.check_writable("roll back")
-        with table_lock(self.storage, WRITE):
+        with table_lock(self.storage, WRITE), self._service_lock():
             timeline = self._timeline()
             last = timeline.last_completed_data_instant()
             if last is None:
@@ -413,7 +414,8 @@ class Table:
         instant. Raises CleanedInstantError when the cleaner already removed slices it needs."""
         from shoal.services.savepoint import create_savepoint
 
-        return create_savepoint(self.storage, self.config, instant, user=user, comment=comment)
+        with self._service_lock():
+            return create_savepoint(self.storage, self.config, instant, user=user, comment=comment)
 
     def savepoints(self) -> list[str]:
         """The savepointed instants, oldest first."""
@@ -425,7 +427,8 @@ class Table:
         """Deletes the savepoint at ``instant``; the next clean may remove the slices it kept."""
         from shoal.services.savepoint import delete_savepoint
 
-        delete_savepoint(self.storage, self.config, instant)
+        with self._service_lock():
+            delete_savepoint(self.storage, self.config, instant)
 
     def restore(self, instant: str) -> str:
         """Rolls the table back to the savepoint at ``instant``: every commit, delta commit and
@@ -433,7 +436,16 @@ class Table:
         Refused while a later savepoint exists."""
         from shoal.services.restore import restore
 
-        return restore(self.storage, self.config, instant, self.executor)
+        with self._service_lock():
+            return restore(self.storage, self.config, instant, self.executor)
+
+    def _service_lock(self) -> AbstractContextManager[None]:
+        """The table's lock under optimistic concurrency (a no-op for a single writer): a
+        rollback, restore or savepoint started by hand does not interleave with other writers'
+        commits."""
+        from shoal.write.concurrency import Concurrency
+
+        return Concurrency(self.storage, self.write_config).locked()
 
     # ---- reads -----------------------------------------------------------------------------
 
