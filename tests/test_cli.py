@@ -108,3 +108,36 @@ def test_option_passes_write_options(tmp_path, capsys):
     beat.unlink()  # that runner died: its attempt is rolled back and run again
     assert main(["compact", t.path, "--run", pending, "-o", occ]) == 0
     assert sorted(t.read()["ts"].to_pylist()) == [1, 2]
+
+
+def test_info_shows_pending_writes_and_the_lock(tmp_path, capsys, monkeypatch):
+    import importlib
+    import os
+    import time
+
+    from shoal.timeline.heartbeat import heartbeat_path
+    from shoal.timeline.instant import Action
+    from shoal.timeline.timeline import Timeline
+
+    # shoal.cli's ``main`` is the function; its module holds the console. One line per row:
+    monkeypatch.setattr(importlib.import_module("shoal.cli.main").console, "width", 200)
+    t = _table(tmp_path)
+    assert main(["info", t.path]) == 0
+    out = capsys.readouterr().out
+    assert "heartbeat" not in out and "free" in out
+    timeline = Timeline.load(t.storage, t.config)
+    alive = timeline.new_instant_time()
+    timeline.create_requested(alive, Action.COMMIT)
+    dead = timeline.new_instant_time()
+    timeline.create_requested(dead, Action.COMMIT)
+    beat = tmp_path / "t" / heartbeat_path(alive)
+    beat.parent.mkdir(parents=True)
+    beat.touch()
+    then = time.time() - 42
+    os.utime(beat, (then, then))
+    (tmp_path / "t" / ".hoodie" / "lock").write_text('{"lockThreadName": "ingest-7"}')
+    assert main(["info", t.path]) == 0
+    out = capsys.readouterr().out
+    assert f"commit {alive} (requested, last heartbeat 42 s ago)" in out
+    assert f"commit {dead} (requested, no heartbeat)" in out
+    assert "ingest-7" in out

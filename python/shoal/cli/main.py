@@ -13,7 +13,11 @@ from rich.console import Console
 from rich.table import Table as RichTable
 
 import shoal
+from shoal.config.write_config import FILE_SYSTEM_LOCK_PATH
 from shoal.errors import InvalidOptionError, ShoalError
+from shoal.timeline.file_lock import FileLock
+from shoal.timeline.heartbeat import heartbeat_age
+from shoal.timeline.timeline import DATA_ACTIONS, Timeline
 
 console = Console()
 
@@ -43,11 +47,30 @@ def _info(args: argparse.Namespace) -> int:
         ("merge ordering", cfg.merge_ordering.value),
         ("latest instant", t.latest_instant() or "-"),
         ("file groups", str(len(t.file_slices()))),
+        *_writers(t),
     ]
     for k, v in rows:
         grid.add_row(k, v)
     console.print(grid)
     return 0
+
+
+def _writers(t: shoal.Table) -> list[tuple[str, str]]:
+    """What an operator needs to tell live writers from dead ones: each pending write with the
+    age of its heartbeat, and who holds the table's lock."""
+    timeline = Timeline.load(t.storage, t.config)
+    rows = []
+    for inst in timeline.pending():
+        if inst.action not in DATA_ACTIONS:
+            continue
+        age = heartbeat_age(t.storage, inst.requested_time)
+        beat = "no heartbeat" if age is None else f"last heartbeat {age:.0f} s ago"
+        rows.append(
+            ("pending", f"{inst.action.value} {inst.requested_time} ({inst.state.name.lower()}, {beat})")
+        )
+    lock = FileLock(t.storage, t.write_config.get(FILE_SYSTEM_LOCK_PATH), 0, 1, 1)
+    rows.append(("lock", lock.holder() or "free"))
+    return rows
 
 
 def _timeline(args: argparse.Namespace) -> int:

@@ -104,8 +104,12 @@ class FileLock:
             return False
         return time.time() - info.mtime.timestamp() > self.expire_minutes * 60
 
-    def _owner(self) -> str:
+    def holder(self) -> str | None:
+        """What the lock file says about its holder; None when the lock is free."""
         try:
             return self.storage.read_bytes(self.path).decode(errors="replace")
         except FileNotFoundError:
-            return "a writer that has since released it"
+            return None
+
+    def _owner(self) -> str:
+        return self.holder() or "a writer that has since released it"

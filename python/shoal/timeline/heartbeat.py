@@ -67,14 +67,17 @@ class Heartbeat:
         self.storage.write_bytes(heartbeat_path(self.instant_time), b"")
 
 
-def heartbeat_expired(
-    storage: Storage, instant_time: str, interval_ms: int, tolerable_misses: int, now: float | None = None
-) -> bool:
+def heartbeat_age(storage: Storage, instant_time: str) -> float | None:
+    """Seconds since the last beat of ``instant_time``; None when it has no heartbeat file."""
+    info = storage.fs.get_file_info(storage.full_path(heartbeat_path(instant_time)))
+    if info.type == pafs.FileType.NotFound or info.mtime is None:
+        return None
+    return time.time() - info.mtime.timestamp()
+
+
+def heartbeat_expired(storage: Storage, instant_time: str, interval_ms: int, tolerable_misses: int) -> bool:
     """Whether the pending write ``instant_time`` stopped beating: its heartbeat file is missing
     (a writer that keeps none, or one that died before its first beat) or older than
     ``interval_ms x tolerable_misses``."""
-    info = storage.fs.get_file_info(storage.full_path(heartbeat_path(instant_time)))
-    if info.type == pafs.FileType.NotFound or info.mtime is None:
-        return True
-    age_ms = ((time.time() if now is None else now) - info.mtime.timestamp()) * 1000.0
-    return age_ms > interval_ms * tolerable_misses
+    age = heartbeat_age(storage, instant_time)
+    return age is None or age * 1000.0 > interval_ms * tolerable_misses
