@@ -457,3 +457,16 @@ def test_checkpoint_refuses_an_instant_another_write_rolled_back(tmp_path):
     model = Model(partitioned=True)
     model.upsert([_row(2, "sf", 1)])
     _check(table, model, "after the refused checkpoint")
+
+
+def test_checkpoint_commit_refuses_an_instant_another_write_rolled_back(tmp_path):
+    table = _create(tmp_path / "t", "MERGE_ON_READ")
+    writer = table.stream_writer(bucket_buffer_bytes=1)
+    writer.write(_table([_row(1, "sf", 1)]))
+    assert writer.pending_instant is not None
+    table.upsert(_table([_row(2, "sf", 1)]))  # rolls the open instant back (same thread)
+    with pytest.raises(CommitConflictError, match="rolled back by another writer"):
+        writer.checkpoint()
+    model = Model(partitioned=True)
+    model.upsert([_row(2, "sf", 1)])
+    _check(table, model, "after the refused checkpoint")

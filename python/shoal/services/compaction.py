@@ -359,58 +359,46 @@ def run_compaction(
         ops = compaction_operations(timeline, instant_time)
         heartbeat = concurrency.start_heartbeat(instant_time)
         with heartbeat_stopped_after(heartbeat):
-            return _execute(storage, config, wc, executor, timeline, instant_time, ops, concurrency)
-
-
-def _execute(
-    storage: Storage,
-    config: TableConfig,
-    wc: WriteConfig,
-    executor: Executor,
-    timeline: Timeline,
-    instant_time: str,
-    ops: list[CompactionOperation],
-    concurrency: Concurrency,
-) -> CommitMetadata:
-    inflight = timeline.transition_to_inflight(Instant(instant_time, Action.COMPACTION, State.REQUESTED))
-    completed = tuple(
-        i.requested_time for i in timeline.completed_data_instants() if i.requested_time < instant_time
-    )
-    options = base_file_options(config, wc)
-    specs = [
-        CompactionTaskSpec(
-            base_uri=storage.base_uri,
-            instant=instant_time,
-            task_id=task_id,
-            partition_path=op.partition_path,
-            file_id=op.file_id,
-            base_instant=op.base_instant,
-            base_file=op.base_file,
-            log_files=op.log_files,
-            log_files_size=int(op.metrics.get(TOTAL_LOG_FILES_SIZE, 0)),
-            completed_instants=completed,
-            ordering_field=config.precombine_field,
-            event_time_ordering=config.merge_ordering == MergeOrdering.EVENT_TIME,
-            options=options,
-        )
-        for task_id, op in enumerate(ops)
-    ]
-    stats = executor.map(run_compaction_task, [(spec, storage) for spec in specs])
-    metadata = CommitMetadata(compacted=True, operation_type=OPERATION_TYPE)
-    for stat in stats:
-        if stat is not None:
-            metadata.add_stat(stat)
-    schema = timeline.latest_schema()
-    if schema:
-        metadata.extra_metadata["schema"] = schema
-    with concurrency.locked():
-        # A runner elsewhere that took this one for a failed attempt rolled it back.
-        check_still_pending(timeline.reload(), inflight)
-        # Attempts of a retried task (Spark) leave files of their own: only reported ones stay.
-        reconcile_against_markers(storage, instant_time, [s.path for s in stats if s is not None and s.path])
-        timeline.complete(inflight, metadata.to_json())
-    delete_markers(storage, instant_time)
-    return metadata
+            requested = Instant(instant_time, Action.COMPACTION, State.REQUESTED)
+            inflight = timeline.transition_to_inflight(requested)
+            done = timeline.completed_data_instants()
+            completed = tuple(i.requested_time for i in done if i.requested_time < instant_time)
+            options = base_file_options(config, wc)
+            specs = [
+                CompactionTaskSpec(
+                    base_uri=storage.base_uri,
+                    instant=instant_time,
+                    task_id=task_id,
+                    partition_path=op.partition_path,
+                    file_id=op.file_id,
+                    base_instant=op.base_instant,
+                    base_file=op.base_file,
+                    log_files=op.log_files,
+                    log_files_size=int(op.metrics.get(TOTAL_LOG_FILES_SIZE, 0)),
+                    completed_instants=completed,
+                    ordering_field=config.precombine_field,
+                    event_time_ordering=config.merge_ordering == MergeOrdering.EVENT_TIME,
+                    options=options,
+                )
+                for task_id, op in enumerate(ops)
+            ]
+            stats = executor.map(run_compaction_task, [(spec, storage) for spec in specs])
+            metadata = CommitMetadata(compacted=True, operation_type=OPERATION_TYPE)
+            for stat in stats:
+                if stat is not None:
+                    metadata.add_stat(stat)
+            schema = timeline.latest_schema()
+            if schema:
+                metadata.extra_metadata["schema"] = schema
+            with concurrency.locked():
+                # A runner elsewhere that took this one for a failed attempt rolled it back.
+                check_still_pending(timeline.reload(), inflight)
+                # Attempts of a retried task (Spark) leave files of their own: only reported ones stay.
+                written = [s.path for s in stats if s is not None and s.path]
+                reconcile_against_markers(storage, instant_time, written)
+                timeline.complete(inflight, metadata.to_json())
+            delete_markers(storage, instant_time)
+            return metadata
 
 
 def run_pending_compactions(
@@ -481,15 +469,16 @@ def abort_on_compaction_conflict(
     storage: Storage,
     config: TableConfig,
     planned: Timeline,
+    now: Timeline,
     inflight: Instant,
     stats: Sequence[WriteStat],
 ) -> None:
     """Before a write commits: if a compaction that the write's planning did not see (one
     scheduled by another process meanwhile) plans a file group the write changed, the write's
     logs could sit below the compacted base file and be lost. Roll the write back and raise
-    CommitConflictError (Hudi's optimistic-concurrency check for compaction vs. writers)."""
+    CommitConflictError (Hudi's optimistic-concurrency check for compaction vs. writers).
+    ``planned``: the timeline the write planned on; ``now``: the one it commits on."""
     known = {i.requested_time for i in planned.instants if i.action == Action.COMPACTION}
-    now = planned.reload()
     new = [i for i in now.instants if i.action == Action.COMPACTION and i.requested_time not in known]
     if not new:
         return

@@ -275,7 +275,6 @@ class StreamWriter:
                 self._flush(sorted(cp.buffers), FLUSH_CHECKPOINT)
             instant = None
             if cp.write is not None:
-                self._check_still_inflight(cp.write)
                 stats = [s for b in sorted(cp.log_stats) for s in cp.log_stats[b].values()]
                 stats += [cp.base_stats[b] for b in sorted(cp.base_stats)]
                 schema = cp.data_schema if cp.data_schema is not None else pa.schema([])
@@ -354,8 +353,9 @@ class StreamWriter:
             raise UnsupportedError("a stream writer's checkpoint is written and committed from one thread")
 
     def _check_still_inflight(self, write: PendingWrite) -> None:
-        """A write through the table's other methods in the same thread takes the open instant
-        for a failed write and rolls it back; committing after that would publish part of it."""
+        """Before a flush: a write through the table's other methods in the same thread takes the
+        open instant for a failed write and rolls it back; flushing into it would write files of
+        an instant that is gone. (The commit itself checks in ``Writer.commit``.)"""
         if not self.writer.storage.exists(write.timeline.path_of(write.inflight)):
             raise CommitConflictError(
                 f"the instant {write.instant_time} of the open checkpoint was rolled back by another write"

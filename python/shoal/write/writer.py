@@ -565,7 +565,7 @@ class Writer:
                         f"({'; '.join(reasons)}); it was rolled back: retry it"
                     )
             if self.merge_on_read:
-                abort_on_compaction_conflict(self.storage, self.config, timeline, write.inflight, stats)
+                abort_on_compaction_conflict(self.storage, self.config, timeline, now, write.inflight, stats)
             # Attempts of a retried task (Spark) leave files of their own: only reported ones stay.
             reconcile_against_markers(self.storage, write.instant_time, [s.path for s in stats if s.path])
             timeline.complete(write.inflight, metadata.to_json())
