@@ -4,6 +4,7 @@ slice rewrite that keeps event-time ordering right when a record follows a logge
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import shoal
@@ -175,3 +176,37 @@ def test_records_of_other_keys_stay_appends_after_a_logged_delete(tmp_path):
     (sl,) = t.file_slices()
     assert not sl.log_files
     assert [(r["id"], r["ts"]) for r in _both_readers(t)] == [(0, 5), (2, 5), (3, 5), (4, 2), (5, 5)]
+
+
+def test_a_slice_rewrite_that_keeps_no_record_leaves_a_file_later_writes_merge(tmp_path):
+    """A soft delete of a key a log already deleted rewrites the slice into a base file without
+    records. The next insert that the small-file rule sends into that file group merges it: a
+    file without rows once made that merge fail, and every later write into the partition."""
+    table = _table(tmp_path)
+    table.upsert(_rows([1], 10, deleted=False))
+    table.delete(pa.table({"id": [1], "city": ["sf"]}))
+    table.upsert(_rows([1], 30, deleted=True))
+    empty = [f for f in (tmp_path / "m" / "sf").glob("*.parquet") if pq.read_metadata(f).num_rows == 0]
+    assert empty and all(pq.read_metadata(f).num_row_groups == 0 for f in empty)
+    table.upsert(_rows([2, 3], 5, deleted=False))
+    want = rows_by(_rows([2, 3], 5), COLUMNS, ["id"])
+    assert rows_by(table.read(), COLUMNS, ["id"]) == want
+    assert rows_by(hudi_rs_read(str(tmp_path / "m")), COLUMNS, ["id"]) == want
+
+
+def test_a_merge_reads_a_base_file_whose_only_row_group_is_empty(tmp_path):
+    """Base files written before the fix above hold one empty row group: merges read them."""
+    table = _table(tmp_path)
+    table.upsert(_rows([1], 10, deleted=False))
+    (base,) = (tmp_path / "m" / "sf").glob("*.parquet")
+    rows = pq.read_table(base)
+    footer = pq.read_metadata(base).metadata
+    writer = pq.ParquetWriter(base, rows.schema.remove_metadata(), store_schema=False)
+    writer.write_table(rows.slice(0, 0))
+    writer.add_key_value_metadata({k.decode(): v.decode() for k, v in footer.items()})
+    writer.close()
+    assert pq.read_metadata(base).num_row_groups == 1 and pq.read_metadata(base).num_rows == 0
+    table.upsert(_rows([2], 11, deleted=False))
+    want = rows_by(_rows([2], 11), COLUMNS, ["id"])
+    assert rows_by(table.read(), COLUMNS, ["id"]) == want
+    assert rows_by(hudi_rs_read(str(tmp_path / "m")), COLUMNS, ["id"]) == want

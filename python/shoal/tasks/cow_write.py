@@ -257,13 +257,16 @@ def _read_old(spec: CowWriteSpec, storage: Storage) -> StoredFile:
 def _copies_of_record_keys(f: pa.NativeFile, metadata: pq.FileMetaData, schema: pa.Schema) -> list[str]:
     """Top-level columns of the file whose every column chunk is byte-identical to that of
     ``_hoodie_record_key`` (so they decode to the same values)."""
-    if RECORD_KEY not in schema.names or metadata.num_row_groups == 0:
+    # Empty chunks all look alike: a file without rows has no column to share.
+    if RECORD_KEY not in schema.names or metadata.num_rows == 0:
         return []
     key_type = schema.field(RECORD_KEY).type
     leaf = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
     if RECORD_KEY not in leaf:
         return []
-    candidates = [c.name for c in schema if c.name != RECORD_KEY and c.type == key_type and c.name in leaf]
+    candidates = [
+        c.name for c in schema if c.name not in (RECORD_KEY, FILE_NAME) and c.type == key_type and c.name in leaf
+    ]
     for g in range(metadata.num_row_groups):
         group = metadata.row_group(g)
         key_chunk = group.column(leaf[RECORD_KEY])

@@ -148,7 +148,9 @@ def write_base_file(
             store_schema=False,
         ) as writer,
     ):
-        writer.write_table(data, row_group_size=row_group_rows(data, opts))
+        # A file without records has no row group (an empty one is no use to any reader).
+        if data.num_rows:
+            writer.write_table(data, row_group_size=row_group_rows(data, opts))
         writer.add_key_value_metadata(meta)
     return storage.size(path)
 
