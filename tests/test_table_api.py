@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import shoal
+from shoal.config import table_config as tc
 from tests.hudi_oracle import hudi_rs_read, rows_by
 
 
@@ -540,3 +541,84 @@ def test_timestamps_without_a_zone_are_stored_as_utc_instants(tmp_path, table_ty
     for f in Path(t.path).glob("*.parquet"):
         schema = pq.read_metadata(f).schema
         assert '"isAdjustedToUTC":true' in schema.column(schema.names.index("at")).logical_type.to_json()
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"},
+        {"hoodie.datasource.write.payload.class": tc.OVERWRITE_WITH_LATEST_PAYLOAD},
+        {"hoodie.datasource.write.payload.class": "OverwriteWithLatestAvroPayload"},
+    ],
+)
+def test_a_table_created_with_hudi_ordering_options_merges_by_them(tmp_path, options):
+    """The options a Hudi writer (or shoal.spark.write) creates a table with decide its ordering:
+    a late event then overwrites a newer one, in shoal and hudi-rs alike."""
+    path = str(tmp_path / "t")
+    table = shoal.Table.create(
+        path, "t", "MERGE_ON_READ", record_key="id", partition_by="city", ordering_field="ts", options=options
+    )
+    props = (tmp_path / "t" / ".hoodie" / "hoodie.properties").read_text()
+    assert (
+        "hoodie.compaction.payload.class=org.apache.hudi.common.model.OverwriteWithLatestAvroPayload" in props
+    )
+    table.upsert(_trips(range(3), ts=10))
+    table.upsert(_trips([1], ts=5))  # late: under commit-time ordering the latest write wins
+    want = rows_by(pa.concat_tables([_trips([0, 2], ts=10), _trips([1], ts=5)]), ["id", "ts"], ["id"])
+    assert rows_by(table.read(), ["id", "ts"], ["id"]) == want
+    assert rows_by(hudi_rs_read(path), ["id", "ts"], ["id"]) == want
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (
+            {
+                "merge_ordering": "EVENT_TIME_ORDERING",
+                "options": {"hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"},
+            },
+            shoal.InvalidOptionError,
+            "conflicts",
+        ),
+        (
+            {
+                "options": {
+                    "hoodie.record.merge.mode": "EVENT_TIME_ORDERING",
+                    "hoodie.datasource.write.payload.class": "OverwriteWithLatestAvroPayload",
+                }
+            },
+            shoal.InvalidOptionError,
+            "different orderings",
+        ),
+        (
+            {"options": {"hoodie.datasource.write.payload.class": "com.example.MyPayload"}},
+            shoal.UnsupportedError,
+            "MyPayload",
+        ),
+    ],
+)
+def test_ordering_options_that_cannot_hold_create_no_table(tmp_path, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        shoal.Table.create(str(tmp_path / "t"), "t", record_key="id", ordering_field="ts", **kwargs)
+    assert not (tmp_path / "t").exists()
+
+
+def test_a_write_asking_for_another_ordering_than_the_tables_fails_before_the_timeline(tmp_path):
+    path = str(tmp_path / "t")
+    table = shoal.Table.create(path, "t", record_key="id", partition_by="city", ordering_field="ts")
+    table.upsert(_trips(range(3), ts=10))
+    timeline = sorted(p.name for p in (tmp_path / "t" / ".hoodie").iterdir())
+    for option in (
+        {"hoodie.record.merge.mode": "COMMIT_TIME_ORDERING"},
+        {"hoodie.datasource.write.payload.class": "OverwriteWithLatestAvroPayload"},
+    ):
+        with pytest.raises(shoal.InvalidOptionError, match="EVENT_TIME_ORDERING"):
+            table.upsert(_trips([1], ts=5), options=option)
+    assert sorted(p.name for p in (tmp_path / "t" / ".hoodie").iterdir()) == timeline
+    # Asking for the table's own ordering is fine.
+    table.upsert(_trips([1], ts=11), options={"hoodie.record.merge.mode": "EVENT_TIME_ORDERING"})
+    assert rows_by(table.read(), ["id", "ts"], ["id"]) == [
+        {"id": 0, "ts": 10},
+        {"id": 1, "ts": 11},
+        {"id": 2, "ts": 10},
+    ]

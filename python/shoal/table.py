@@ -117,7 +117,15 @@ class Table:
         )
         if not keys or any(not k for k in keys):
             raise InvalidOptionError("record_key must name at least one field")
-        ordering_mode = _merge_ordering(merge_ordering, ordering_field)
+        # Hudi's writers take the ordering from these write options: so does a table made by one.
+        payload = write_config.get(wc.PAYLOAD_CLASS)
+        asked = tc.requested_ordering(write_config.get(wc.RECORD_MERGE_MODE), payload)
+        ordering_mode = _merge_ordering(merge_ordering or (asked.value if asked else None), ordering_field)
+        if asked is not None and asked != ordering_mode:
+            raise InvalidOptionError(
+                f"merge_ordering={merge_ordering!r} conflicts with the write options, "
+                f"which ask for {asked.value}"
+            )
         props: dict[str, str] = {
             tc.TABLE_NAME: name,
             tc.TABLE_TYPE: table_type_enum.value,
@@ -132,7 +140,9 @@ class Table:
             tc.DROP_PARTITION_COLUMNS: "false",
             tc.TIMELINE_TIMEZONE: "UTC",
             tc.PAYLOAD_CLASS: (
-                tc.DEFAULT_PAYLOAD
+                tc.payload_class_name(payload)
+                if payload
+                else tc.DEFAULT_PAYLOAD
                 if ordering_mode == tc.MergeOrdering.EVENT_TIME
                 else tc.OVERWRITE_WITH_LATEST_PAYLOAD
             ),

@@ -79,6 +79,44 @@ class MergeOrdering(str, enum.Enum):
     COMMIT_TIME = "COMMIT_TIME_ORDERING"
 
 
+# The payload classes whose merge shoal implements, by the ordering they merge with.
+PAYLOAD_ORDERING = {
+    OVERWRITE_WITH_LATEST_PAYLOAD: MergeOrdering.COMMIT_TIME,
+    DEFAULT_PAYLOAD: MergeOrdering.EVENT_TIME,
+    EVENT_TIME_PAYLOAD: MergeOrdering.EVENT_TIME,
+}
+
+
+def payload_class_name(name: str) -> str:
+    """A payload class as Hudi records it: short names are in ``org.apache.hudi.common.model``."""
+    return name if "." in name else f"org.apache.hudi.common.model.{name}"
+
+
+def requested_ordering(mode: str | None, payload: str | None) -> MergeOrdering | None:
+    """The merge ordering that the write options ``hoodie.record.merge.mode`` and
+    ``hoodie.datasource.write.payload.class`` ask for, or None when neither is given.
+
+    Raises:
+        UnsupportedError: a payload class whose merge shoal does not implement.
+        InvalidOptionError: the two options ask for different orderings.
+    """
+    asked = []
+    if mode:
+        asked.append(("hoodie.record.merge.mode", MergeOrdering(mode)))
+    if payload:
+        ordering = PAYLOAD_ORDERING.get(payload_class_name(payload))
+        if ordering is None:
+            known = ", ".join(sorted(c.rsplit(".", 1)[1] for c in PAYLOAD_ORDERING))
+            raise UnsupportedError(f"payload class {payload!r} is not supported; shoal merges with {known}")
+        asked.append(("hoodie.datasource.write.payload.class", ordering))
+    if len({o for _, o in asked}) > 1:
+        raise InvalidOptionError(
+            "hoodie.record.merge.mode and hoodie.datasource.write.payload.class ask for different orderings: "
+            + ", ".join(f"{k} -> {o.value}" for k, o in asked)
+        )
+    return asked[0][1] if asked else None
+
+
 def table_checksum(database: str | None, table: str) -> int:
     """CRC32 of ``"<database>.<table>"``, as ``HoodieTableConfig.generateChecksum`` computes it."""
     return zlib.crc32(f"{database or ''}.{table}".encode())

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from shoal import _native
 from shoal.arrays import contiguous
-from shoal.config.table_config import MergeOrdering, TableConfig, TableType
+from shoal.config.table_config import MergeOrdering, TableConfig, TableType, requested_ordering
 from shoal.config.write_config import (
     ALLOW_DUPLICATE_ON_INSERTS,
     BLOOM_PRUNE_BY_RANGES,
@@ -31,12 +31,14 @@ from shoal.config.write_config import (
     PARQUET_COMPRESSION,
     PARQUET_MAX_FILE_SIZE,
     PARQUET_SMALL_FILE_LIMIT,
+    PAYLOAD_CLASS,
+    RECORD_MERGE_MODE,
     RECORD_SIZE_ESTIMATE,
     RECORD_SIZE_THRESHOLD,
     SCHEMA_ON_WRITE_ADD_COLUMNS,
     WriteConfig,
 )
-from shoal.errors import CommitConflictError, UnsupportedError
+from shoal.errors import CommitConflictError, InvalidOptionError, UnsupportedError
 from shoal.executor.base import Executor
 from shoal.executor.local import LocalExecutor
 from shoal.fs.markers import delete_markers, list_marked_files, reconcile_against_markers
@@ -151,6 +153,12 @@ class Writer:
     ) -> None:
         # Before any instant: every write path (local, stream, Spark, the data source) starts here.
         config.check_record_writes()
+        asked = requested_ordering(write_config.get(RECORD_MERGE_MODE), write_config.get(PAYLOAD_CLASS))
+        if asked is not None and asked != config.merge_ordering:
+            raise InvalidOptionError(
+                f"the write options ask for {asked.value}, and the table merges with "
+                f"{config.merge_ordering.value}: the ordering is the table's, set when it was created"
+            )
         self.storage = storage
         self.config = config
         self.wc = write_config
