@@ -174,9 +174,24 @@ COMBINE_BEFORE_DELETE = _opt("hoodie.combine.before.delete", "true", _bool, "Ded
 INDEX_TYPE = _opt(
     "hoodie.index.type",
     "BLOOM",
-    _choice("BLOOM", "SIMPLE", "BUCKET"),
-    "Index used to tag records: BLOOM, SIMPLE, or BUCKET (the simple bucket engine; local writes "
-    "and shoal.spark.write).",
+    _choice("BLOOM", "SIMPLE", "BUCKET", "GLOBAL_BLOOM", "GLOBAL_SIMPLE"),
+    "Index used to tag records: BLOOM, SIMPLE, BUCKET (the simple bucket engine; local writes "
+    "and shoal.spark.write), or GLOBAL_BLOOM / GLOBAL_SIMPLE (a record key is unique across "
+    "partitions; shoal.Table's writes).",
+)
+GLOBAL_INDEX_TYPES = frozenset({"GLOBAL_BLOOM", "GLOBAL_SIMPLE"})
+BLOOM_INDEX_UPDATE_PARTITION_PATH = _opt(
+    "hoodie.bloom.index.update.partition.path",
+    "true",
+    _bool,
+    "GLOBAL_BLOOM: a record whose partition path changed moves (deleted from its old partition, "
+    "inserted into the new one); false keeps it in its old partition.",
+)
+SIMPLE_INDEX_UPDATE_PARTITION_PATH = _opt(
+    "hoodie.simple.index.update.partition.path",
+    "true",
+    _bool,
+    "GLOBAL_SIMPLE: as hoodie.bloom.index.update.partition.path.",
 )
 
 
@@ -594,6 +609,21 @@ class WriteConfig:
     def optimistic_concurrency(self) -> bool:
         """Whether writers may run at once (``hoodie.write.concurrency.mode``)."""
         return bool(self.get(WRITE_CONCURRENCY_MODE) == "OPTIMISTIC_CONCURRENCY_CONTROL")
+
+    @property
+    def global_index(self) -> bool:
+        """Whether record keys are unique across partitions (``GLOBAL_BLOOM``, ``GLOBAL_SIMPLE``)."""
+        return bool(self.get(INDEX_TYPE) in GLOBAL_INDEX_TYPES)
+
+    @property
+    def update_partition_path(self) -> bool:
+        """With a global index: whether a record whose partition path changed moves to it."""
+        key = (
+            SIMPLE_INDEX_UPDATE_PARTITION_PATH
+            if self.get(INDEX_TYPE) == "GLOBAL_SIMPLE"
+            else BLOOM_INDEX_UPDATE_PARTITION_PATH
+        )
+        return bool(self.get(key))
 
     @property
     def lazy_failed_writes(self) -> bool:

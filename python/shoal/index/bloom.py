@@ -71,6 +71,15 @@ class BloomIndex:
                 file_ids[i] = pc.if_else(mask, pa.scalar(sl.file_id), file_ids[i])
         return file_ids
 
+    def locate(self, keys: pa.Array, slices: Sequence[FileSlice]) -> list[tuple[FileSlice, np.ndarray]]:
+        """Every slice among ``slices`` that holds some of ``keys``, with the indices of the keys
+        it holds, confirmed by reading key columns: a global index looks each key up in every
+        partition, and a key written under a partitioned index may be in several."""
+        work = _work([(keys, slices)])
+        with _lookup_pool(self.workers) as pool:
+            hits = pool.map(lambda item: (item[2], self._lookup(item[1], item[2])), work)
+            return [(sl, found.to_numpy()) for sl, found in hits if found is not None and len(found)]
+
     def footer_tags(
         self, partitions: Sequence[tuple[pa.Array, Sequence[FileSlice]]]
     ) -> list[tuple[pa.Array, np.ndarray]]:

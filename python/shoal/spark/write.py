@@ -132,6 +132,7 @@ from shoal.write.writer import (
     group_rows,
     key_records,
     make_index,
+    refuse_global_index,
     run_write_task,
 )
 
@@ -219,6 +220,7 @@ def _write(
     """:func:`write`, with a hook the write tasks call after writing their file (tests inject
     task failures with it)."""
     op, table_type, hoodie = parse_options(operation, options)
+    refuse_global_index(wc.WriteConfig(hoodie), op, "shoal.spark.write")
     spark = df.sparkSession
     table = open_or_create(path, table_type, hoodie, SparkExecutor(spark))
     return SparkWrite(spark, table, op, after_task_write).run(df)

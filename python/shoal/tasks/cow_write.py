@@ -265,7 +265,9 @@ def _copies_of_record_keys(f: pa.NativeFile, metadata: pq.FileMetaData, schema: 
     if RECORD_KEY not in leaf:
         return []
     candidates = [
-        c.name for c in schema if c.name not in (RECORD_KEY, FILE_NAME) and c.type == key_type and c.name in leaf
+        c.name
+        for c in schema
+        if c.name not in (RECORD_KEY, FILE_NAME) and c.type == key_type and c.name in leaf
     ]
     for g in range(metadata.num_row_groups):
         group = metadata.row_group(g)
@@ -357,6 +359,16 @@ def _extended_key_footer(
     return KeyFooterValues(min_key, max_key, bloom)
 
 
+def stale_ordering(incoming: pa.Array | pa.ChunkedArray, stored: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Event-time ordering, pairwise: whether each incoming ordering value loses to the stored
+    one. Ties go to the incoming record (Hudi's ``DefaultHoodieRecordPayload``), and a null
+    incoming value never beats a stored non-null one; a null stored value always loses."""
+    if stored.type != incoming.type:
+        stored = stored.cast(incoming.type)
+    stale = pc.fill_null(pc.greater(stored, incoming), False)
+    return pc.or_(stale, pc.and_(pc.is_null(incoming), pc.is_valid(stored)))
+
+
 def _drop_stale(records: pa.Table, old: pa.Table, ordering_field: str) -> pa.Table:
     """Event-time ordering: incoming upserts and soft deletes whose ordering value is lower than
     the stored record's lose and are dropped; hard deletes always apply. ``old`` needs to hold
@@ -378,13 +390,7 @@ def _drop_stale(records: pa.Table, old: pa.Table, ordering_field: str) -> pa.Tab
     joined = inc.join(stored, RECORD_KEY, join_type="inner")
     if joined.num_rows == 0:
         return records
-    old_ord = joined.column("__old_ord")
-    inc_ord = joined.column("__inc_ord")
-    if old_ord.type != inc_ord.type:
-        old_ord = old_ord.cast(inc_ord.type)
-    stale = pc.fill_null(pc.greater(old_ord, inc_ord), False)
-    # A null incoming ordering value never beats a stored non-null one.
-    stale = pc.or_(stale, pc.and_(pc.is_null(inc_ord), pc.is_valid(old_ord)))
+    stale = stale_ordering(joined.column("__inc_ord"), joined.column("__old_ord"))
     stale_rows = pc.filter(joined.column("__row"), stale)
     if len(stale_rows) == 0:
         return records
@@ -398,13 +404,8 @@ def _drop_stale_unique(records: pa.Table, old: pa.Table, ordering_field: str) ->
     """_drop_stale when ``old`` holds each key once (a base file does unless inserts kept
     duplicates): each record looks its stored row up by position instead of through a join."""
     position = pc.index_in(records.column(RECORD_KEY), value_set=old.column(RECORD_KEY))
-    inc_ord = records.column(ordering_field)
     old_ord = old.column(ordering_field).take(position)
-    if old_ord.type != inc_ord.type:
-        old_ord = old_ord.cast(inc_ord.type)
-    stale = pc.fill_null(pc.greater(old_ord, inc_ord), False)
-    # A null incoming ordering value never beats a stored non-null one.
-    stale = pc.and_(pc.is_valid(position), pc.or_(stale, pc.and_(pc.is_null(inc_ord), pc.is_valid(old_ord))))
+    stale = pc.and_(pc.is_valid(position), stale_ordering(records.column(ordering_field), old_ord))
     if OP_COLUMN in records.column_names:
         stale = pc.and_(stale, pc.not_equal(records.column(OP_COLUMN), OP_HARD_DELETE))
     if not pc.any(stale).as_py():

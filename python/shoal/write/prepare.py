@@ -75,16 +75,18 @@ def deleted_mask(data: pa.Table) -> pa.ChunkedArray | None:
     return pc.fill_null(col, False)
 
 
-def dedup_by_key(data: pa.Table, ordering_field: str | None) -> pa.Table:
-    """Keeps one record per (partition path, record key): the greatest ordering value, ties to
-    the record that came later in the batch (Hudi's preCombine)."""
+def dedup_by_key(data: pa.Table, ordering_field: str | None, global_keys: bool = False) -> pa.Table:
+    """Keeps one record per (partition path, record key), or per record key when
+    ``global_keys``: the greatest ordering value, ties to the record that came later in the
+    batch (Hudi's preCombine)."""
     if data.num_rows <= 1:
         return data
     keys = data.column(RECORD_KEY)
     partitions = data.column(PARTITION_PATH)
     if _native.keys_distinct(contiguous(keys)):
         return data
-    group = pc.binary_join_element_wise(partitions, keys, "\x00") if len(pc.unique(partitions)) > 1 else keys
+    partitioned = not global_keys and len(pc.unique(partitions)) > 1
+    group = pc.binary_join_element_wise(partitions, keys, "\x00") if partitioned else keys
     work = data.append_column("__group", group)
     sort_keys = [("__group", "ascending")]
     if ordering_field:

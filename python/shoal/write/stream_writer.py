@@ -69,6 +69,7 @@ from shoal.write.writer import (
     finish_records,
     group_rows,
     key_records,
+    refuse_global_index,
     run_write_task,
 )
 
@@ -215,6 +216,7 @@ class StreamWriter:
                 raise InvalidArgumentError(f"{name} must be a positive number of bytes, got {value!r}")
         # Bad bucket index options fail here, before a checkpoint rolls failed writes back.
         self._bucket_index = writer.bucket_index()
+        refuse_global_index(writer.wc, op, "the streaming writer")
         if not writer.combine(op):
             raise InvalidOptionError(
                 "a streaming writer combines the records of a key by the precombine rule: "

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from shoal import _native
 from shoal.arrays import contiguous
@@ -48,9 +49,10 @@ from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bloom import BloomIndex
 from shoal.index.bucket import BucketIndex
 from shoal.index.footer import KeyFooter
+from shoal.index.global_index import tag_globally
 from shoal.index.simple import SimpleIndex
 from shoal.keygen import KeyGenerator
-from shoal.read.mor import MorSliceSpec
+from shoal.read.mor import MorSliceSpec, merge_mor_slice
 from shoal.services.archive import run_inline_archive
 from shoal.services.clean import run_inline_clean
 from shoal.services.compaction import (
@@ -206,7 +208,9 @@ class Writer:
             None if operation == Operation.DELETE else self.table_schema(timeline),
             self.wc.get(SCHEMA_ON_WRITE_ADD_COLUMNS),
         )
-        return finish_records(keyed, operation, self.config.precombine_field, self.combine(operation))
+        return finish_records(
+            keyed, operation, self.config.precombine_field, self.combine(operation), self.wc.global_index
+        )
 
     def combine(self, operation: Operation) -> bool:
         """Whether records of the batch are deduplicated by key (Hudi's combine-before-*)."""
@@ -320,13 +324,26 @@ class Writer:
         assigner = self.assigner(timeline, lambda: records)
         assignment = Assignment()
         routed: list[tuple[int, pa.Array]] = []
+        bucket_index = self.bucket_index()
+        index = bucket_index if bucket_index is not None else self.index(operation)
+        global_tags = None
+        if isinstance(index, BloomIndex) and self.wc.global_index:
+            event_time = self.config.merge_ordering == MergeOrdering.EVENT_TIME
+            records, global_tags = tag_globally(
+                records,
+                index,
+                view.latest_file_slices(),
+                self.wc.update_partition_path,
+                lambda sl: self._stored_keys(sl, timeline),
+                self.config.precombine_field if event_time else None,
+            )
         groups = group_rows(records.column(PARTITION_PATH))
         all_keys = records.column(RECORD_KEY)
         keys = [all_keys.take(rows).combine_chunks() for _, rows in groups]
         slices = [view.latest_file_slices(partition) for partition, _ in groups]
-        bucket_index = self.bucket_index()
-        index = bucket_index if bucket_index is not None else self.index(operation)
-        if index is None:
+        if global_tags is not None:
+            tags = [global_tags.take(rows) for _, rows in groups]
+        elif index is None:
             tags = [pa.nulls(len(k), pa.string()) for k in keys]
         else:
             # Copy-on-write tasks read every file they update: a key only one file's footer
@@ -371,6 +388,21 @@ class Writer:
         # Taking rows from a column of several chunks concatenates them first: once, not per bucket.
         whole = records.combine_chunks()
         return assignment, self._for_tasks([(b, RowGather(whole, rows)) for b, rows in routed])
+
+    def _stored_keys(self, existing: FileSlice, timeline: Timeline) -> pa.Table:
+        """The keys (and ordering values) a file slice holds as its readers see it: the base
+        file's key columns merged with the slice's logs."""
+        ordering = self.config.precombine_field
+        wanted = [RECORD_KEY] + ([ordering] if ordering else [])
+        assert existing.base_file is not None
+        with self.storage.open_input_file(existing.base_file.path) as f:
+            parquet = pq.ParquetFile(f)
+            base = parquet.read(columns=[c for c in wanted if c in parquet.schema_arrow.names])
+        if not existing.log_files:
+            return base
+        event_time = self.config.merge_ordering == MergeOrdering.EVENT_TIME
+        merged = merge_mor_slice(self._slice_spec(existing, timeline, event_time), self.storage, base).table()
+        return merged.select([c for c in wanted if c in merged.column_names])
 
     def _plan_bulk_insert(
         self, records: pa.Table, timeline: Timeline
@@ -674,13 +706,16 @@ def key_records(
     return keyed.append_column(OP_COLUMN, ops)
 
 
-def finish_records(records: pa.Table, operation: Operation, ordering: str | None, combine: bool) -> pa.Table:
+def finish_records(
+    records: pa.Table, operation: Operation, ordering: str | None, combine: bool, global_keys: bool = False
+) -> pa.Table:
     """Deduplicates keyed records by key when ``combine`` (the greatest ordering value wins,
     ties to the later row), then drops soft deletes for operations other than upsert, which
     write only the live records. Needs every record of a key: on Spark it runs in the write
-    task, which gets all of them."""
+    task, which gets all of them. ``global_keys``: a key is one record whatever its partition
+    path (a global index), so records of a key in different partitions are duplicates too."""
     if combine:
-        records = dedup_by_key(records, None if operation == Operation.DELETE else ordering)
+        records = dedup_by_key(records, None if operation == Operation.DELETE else ordering, global_keys)
     if operation in (Operation.UPSERT, Operation.DELETE) or IS_DELETED_COLUMN not in records.column_names:
         return records
     return records.filter(pc.equal(records.column(OP_COLUMN), OP_UPSERT))
@@ -705,15 +740,30 @@ def make_index(
             "and shoal.spark.write: this write path (df.write.format('shoal')) cannot route "
             "records to their buckets' file groups; use shoal.spark.write(df, path, ...)"
         )
-    if operation == Operation.BULK_INSERT:
+    if not _looks_up_keys(wc, operation):
         return None
-    if operation == Operation.INSERT and wc.get(ALLOW_DUPLICATE_ON_INSERTS):
-        return None
-    if wc.get(INDEX_TYPE) == "SIMPLE":
+    if wc.get(INDEX_TYPE) in ("SIMPLE", "GLOBAL_SIMPLE"):
         return SimpleIndex(storage, cache_keys=cache_keys)
     return BloomIndex(
         storage, prune_by_ranges=wc.get(BLOOM_PRUNE_BY_RANGES), footers=footers, cache_keys=cache_keys
     )
+
+
+def refuse_global_index(wc: WriteConfig, operation: Operation, path: str) -> None:
+    """Raises UnsupportedError when ``operation`` would look its keys up in a global index on
+    write ``path``: only the writes of ``shoal.Table`` (on any executor) plan with one."""
+    if wc.global_index and _looks_up_keys(wc, operation):
+        raise UnsupportedError(
+            f"hoodie.index.type={wc.get(INDEX_TYPE)} is supported by shoal.Table's writes "
+            f"(shoal.spark.spark_table(spark, path) runs them with Spark tasks), not by {path}, "
+            "whose tasks route records before a key could be looked up in every partition"
+        )
+
+
+def _looks_up_keys(wc: WriteConfig, operation: Operation) -> bool:
+    if operation == Operation.BULK_INSERT:
+        return False
+    return not (operation == Operation.INSERT and wc.get(ALLOW_DUPLICATE_ON_INSERTS))
 
 
 def run_write_task(

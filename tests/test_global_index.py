@@ -1,0 +1,314 @@
+"""Global indexes (GLOBAL_BLOOM, GLOBAL_SIMPLE): a record key is one record in the whole table.
+
+A model of Hudi's rules (HoodieIndexUtils.tagGlobalLocationBackToRecords) runs beside random
+sequences of upserts that change records' partitions (late events, soft deletes, duplicates of
+a key in several partitions within a batch), inserts and deletes given the wrong partition; after
+every commit shoal's snapshot and hudi-rs's equal the model, partition paths included, and no
+key is held twice.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import shoal
+from shoal.errors import InvalidOptionError, UnsupportedError
+from shoal.timeline.instant import Action
+from shoal.timeline.timeline import Timeline
+from tests.hudi_oracle import hudi_rs_read, rows_by
+from tests.table_files import committed_paths, data_files, file_digests
+
+CITIES = ["sf", "nyc", "chennai", "paris"]
+COLUMNS = ["_hoodie_partition_path", "id", "city", "ts", "v"]
+
+
+def _schema(soft_deletes: bool = True) -> pa.Schema:
+    fields = [("id", pa.int64()), ("city", pa.string()), ("ts", pa.int64()), ("v", pa.string())]
+    if soft_deletes:
+        fields.append(("_hoodie_is_deleted", pa.bool_()))
+    return pa.schema(fields)
+
+
+class GlobalModel:
+    """id -> (partition path, row). ``move``: hoodie.*.index.update.partition.path;
+    ``event_time``: a stored record with a greater ordering value wins over a late one."""
+
+    def __init__(self, move: bool, event_time: bool) -> None:
+        self.move = move
+        self.event_time = event_time
+        self.rows: dict[int, tuple[str, dict]] = {}
+
+    def upsert(self, batch: list[dict]) -> None:
+        best: dict[int, dict] = {}
+        for row in batch:  # the batch is combined by key alone; later rows win ties
+            if row["id"] not in best or row["ts"] >= best[row["id"]]["ts"]:
+                best[row["id"]] = row
+        for key, row in best.items():
+            current = self.rows.get(key)
+            if current is not None and self.event_time and current[1]["ts"] > row["ts"]:
+                continue
+            if row["_hoodie_is_deleted"]:
+                self.rows.pop(key, None)
+            elif current is None or self.move:
+                self.rows[key] = (row["city"], row)
+            else:
+                self.rows[key] = (current[0], row)  # updated where it is, partition field and all
+
+    def insert(self, batch: list[dict]) -> None:
+        for row in batch:
+            self.rows[row["id"]] = (row["city"], row)
+
+    def delete(self, keys: list[int]) -> None:
+        for key in keys:
+            self.rows.pop(key, None)
+
+    def expected(self) -> list[dict]:
+        out = []
+        for key in sorted(self.rows):
+            partition, row = self.rows[key]
+            out.append({"_hoodie_partition_path": partition, **{c: row[c] for c in COLUMNS[1:]}})
+        return out
+
+
+def _create(path: str, table_type: str, index: str, move: bool, ordering: str, **extra: str) -> shoal.Table:
+    update_option = (
+        "hoodie.simple.index.update.partition.path"
+        if index == "GLOBAL_SIMPLE"
+        else "hoodie.bloom.index.update.partition.path"
+    )
+    return shoal.Table.create(
+        path,
+        name="g",
+        table_type=table_type,
+        record_key="id",
+        partition_by="city",
+        ordering_field="ts",
+        options={
+            "hoodie.index.type": index,
+            update_option: str(move).lower(),
+            "hoodie.record.merge.mode": ordering,
+            # Small files: several file groups per partition, each read and probed.
+            "hoodie.parquet.max.file.size": "6000",
+            "hoodie.parquet.small.file.limit": "4500",
+            "hoodie.index.bloom.num_entries": "200",
+            "hoodie.bloom.index.filter.dynamic.max.entries": "400",
+            **extra,
+        },
+    )
+
+
+def _check(table: shoal.Table, path: str, model: GlobalModel, step: int) -> None:
+    expected = model.expected()
+    ours = table.read()
+    assert len(set(ours.column("id").to_pylist())) == ours.num_rows, f"a key is held twice after step {step}"
+    assert rows_by(ours, COLUMNS, ["id"]) == expected, f"shoal differs from the model after step {step}"
+    theirs = rows_by(hudi_rs_read(path), COLUMNS, ["id"])
+    assert theirs == expected, f"hudi-rs differs from the model after step {step}"
+
+
+def _run(path: str, table: shoal.Table, model: GlobalModel, seed: int, steps: int) -> None:
+    rng = random.Random(seed)
+    clock = 1000
+    next_key = 0
+
+    def row(key: int, city: str, ts: int, deleted: bool = False) -> dict:
+        return {
+            "id": key,
+            "city": city,
+            "ts": ts,
+            "v": f"v{rng.randint(0, 999)}",
+            "_hoodie_is_deleted": deleted,
+        }
+
+    for step in range(steps):
+        op = "insert" if step == 0 else rng.choice(["upsert", "upsert", "upsert", "insert", "delete"])
+        known = sorted(model.rows)
+        if op == "insert":
+            batch = []
+            for _ in range(rng.randint(20, 80)):
+                clock += 1
+                batch.append(row(next_key, rng.choice(CITIES), clock))
+                next_key += 1
+            table.insert(pa.Table.from_pylist(batch, schema=_schema()))
+            model.insert(batch)
+        elif op == "upsert":
+            batch = []
+            for key in rng.sample(known, min(len(known), rng.randint(1, 40))):
+                clock += 1
+                # Half the updates change the record's partition; some are late events.
+                ts = clock if rng.random() < 0.75 else rng.randint(0, 1000)
+                batch.append(row(key, rng.choice(CITIES), ts, deleted=rng.random() < 0.1))
+                if rng.random() < 0.2:  # the same key again, maybe in another partition
+                    batch.append(row(key, rng.choice(CITIES), ts + rng.choice([-1, 0, 1])))
+            for _ in range(rng.randint(0, 10)):
+                clock += 1
+                batch.append(row(next_key, rng.choice(CITIES), clock))
+                next_key += 1
+            rng.shuffle(batch)
+            table.upsert(pa.Table.from_pylist(batch, schema=_schema()))
+            model.upsert(batch)
+        else:
+            victims = rng.sample(known, min(len(known), rng.randint(1, 15)))
+            # A delete names the key with any partition: the index finds where it is.
+            keys = [{"id": k, "city": rng.choice(CITIES)} for k in victims]
+            table.delete(pa.Table.from_pylist(keys))
+            model.delete(victims)
+        _check(table, path, model, step)
+
+
+@pytest.mark.parametrize(
+    ("table_type", "index", "move", "ordering"),
+    [
+        ("COPY_ON_WRITE", "GLOBAL_BLOOM", True, "EVENT_TIME_ORDERING"),
+        ("MERGE_ON_READ", "GLOBAL_BLOOM", True, "EVENT_TIME_ORDERING"),
+        ("COPY_ON_WRITE", "GLOBAL_SIMPLE", False, "EVENT_TIME_ORDERING"),
+        ("MERGE_ON_READ", "GLOBAL_SIMPLE", False, "EVENT_TIME_ORDERING"),
+        ("MERGE_ON_READ", "GLOBAL_BLOOM", True, "COMMIT_TIME_ORDERING"),
+        ("COPY_ON_WRITE", "GLOBAL_SIMPLE", True, "COMMIT_TIME_ORDERING"),
+    ],
+)
+def test_random_operations_against_the_model(tmp_path, table_type, index, move, ordering):
+    path = str(tmp_path / "t")
+    table = _create(path, table_type, index, move, ordering)
+    _run(path, table, GlobalModel(move, ordering == "EVENT_TIME_ORDERING"), seed=7, steps=14)
+    assert data_files(path) <= committed_paths(path)  # no file of a failed or rolled-back write
+
+
+def test_merge_on_read_with_compaction_and_logged_deletes(tmp_path):
+    """Records move out of file groups whose logs hold their latest versions and deletes, with
+    compactions in between: the merged slices decide."""
+    path = str(tmp_path / "t")
+    table = _create(
+        path,
+        "MERGE_ON_READ",
+        "GLOBAL_BLOOM",
+        True,
+        "EVENT_TIME_ORDERING",
+        **{"hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": "3"},
+    )
+    _run(path, table, GlobalModel(True, True), seed=11, steps=16)
+    completed = Timeline.load(table.storage, table.config).completed()
+    assert sum(i.action == Action.COMPACTION for i in completed) >= 3
+
+
+def test_a_record_moves_only_when_it_beats_the_stored_one(tmp_path):
+    path = str(tmp_path / "t")
+    table = _create(path, "MERGE_ON_READ", "GLOBAL_BLOOM", True, "EVENT_TIME_ORDERING")
+    rows = [{"id": 1, "city": "sf", "ts": 10, "v": "a", "_hoodie_is_deleted": False}]
+    table.insert(pa.Table.from_pylist(rows, schema=_schema()))
+    late = [{"id": 1, "city": "nyc", "ts": 5, "v": "late", "_hoodie_is_deleted": False}]
+    table.upsert(pa.Table.from_pylist(late, schema=_schema()))
+    want = [{"_hoodie_partition_path": "sf", "id": 1, "city": "sf", "ts": 10, "v": "a"}]
+    assert rows_by(table.read(), COLUMNS, ["id"]) == want
+    assert rows_by(hudi_rs_read(path), COLUMNS, ["id"]) == want
+    newer = [{"id": 1, "city": "nyc", "ts": 11, "v": "moved", "_hoodie_is_deleted": False}]
+    table.upsert(pa.Table.from_pylist(newer, schema=_schema()))
+    want = [{"_hoodie_partition_path": "nyc", "id": 1, "city": "nyc", "ts": 11, "v": "moved"}]
+    assert rows_by(table.read(), COLUMNS, ["id"]) == want
+    assert rows_by(hudi_rs_read(path), COLUMNS, ["id"]) == want
+    # The move logged a delete in the old partition's file group and inserted a base file in the new.
+    read_optimized = table.read(query_type="read_optimized").column("_hoodie_partition_path").to_pylist()
+    assert sorted(read_optimized) == ["nyc", "sf"]
+
+
+def test_a_key_deleted_in_the_logs_is_inserted_into_its_new_partition(tmp_path):
+    path = str(tmp_path / "t")
+    table = _create(path, "MERGE_ON_READ", "GLOBAL_BLOOM", True, "EVENT_TIME_ORDERING")
+    rows = [{"id": 1, "city": "sf", "ts": 10, "v": "a", "_hoodie_is_deleted": False}]
+    table.insert(pa.Table.from_pylist(rows, schema=_schema()))
+    table.delete(pa.Table.from_pylist([{"id": 1, "city": "sf"}]))
+    # Lower than the deleted record's ordering value: with the key gone, nothing outranks it.
+    back = [{"id": 1, "city": "nyc", "ts": 3, "v": "back", "_hoodie_is_deleted": False}]
+    table.upsert(pa.Table.from_pylist(back, schema=_schema()))
+    want = [{"_hoodie_partition_path": "nyc", "id": 1, "city": "nyc", "ts": 3, "v": "back"}]
+    assert rows_by(table.read(), COLUMNS, ["id"]) == want
+    assert rows_by(hudi_rs_read(path), COLUMNS, ["id"]) == want
+
+
+def test_a_partitioned_index_keeps_a_copy_per_partition(tmp_path):
+    """The contrast that makes the global index necessary for a partition field that changes."""
+    path = str(tmp_path / "t")
+    table = shoal.Table.create(path, name="g", record_key="id", partition_by="city", ordering_field="ts")
+    table.insert(pa.table({"id": [1], "city": ["sf"], "ts": [1], "v": ["a"]}))
+    table.upsert(pa.table({"id": [1], "city": ["nyc"], "ts": [2], "v": ["b"]}))
+    assert table.read().num_rows == 2
+    table.upsert(
+        pa.table({"id": [1], "city": ["paris"], "ts": [3], "v": ["c"]}),
+        options={"hoodie.index.type": "GLOBAL_BLOOM"},
+    )
+    # Both copies are found: each gets a delete, and the record lands once in its new partition.
+    want = [{"_hoodie_partition_path": "paris", "id": 1, "city": "paris", "ts": 3, "v": "c"}]
+    assert rows_by(table.read(), COLUMNS, ["id"]) == want
+    assert rows_by(hudi_rs_read(path), COLUMNS, ["id"]) == want
+
+
+def test_bad_options_fail_before_the_timeline_changes(tmp_path):
+    path = tmp_path / "t"
+    table = _create(str(path), "COPY_ON_WRITE", "GLOBAL_BLOOM", True, "EVENT_TIME_ORDERING")
+    table.insert(
+        pa.Table.from_pylist([{"id": 1, "city": "sf", "ts": 1, "v": "a", "_hoodie_is_deleted": False}])
+    )
+    before = file_digests(path)
+    with pytest.raises(InvalidOptionError, match=r"update\.partition\.path"):
+        table.upsert(
+            pa.table({"id": [1], "city": ["nyc"], "ts": [2], "v": ["b"]}),
+            options={"hoodie.bloom.index.update.partition.path": "maybe"},
+        )
+    with pytest.raises(InvalidOptionError, match="GLOBAL_HBASE"):
+        table.upsert(
+            pa.table({"id": [1], "city": ["nyc"], "ts": [2], "v": ["b"]}),
+            options={"hoodie.index.type": "GLOBAL_HBASE"},
+        )
+    with pytest.raises(UnsupportedError, match="streaming writer"):
+        table.stream_writer()
+    assert file_digests(path) == before
+
+
+def test_shoal_spark_write_refuses_a_global_index_before_creating_the_table(spark, tmp_path: Path):
+    import shoal.spark
+
+    df = spark.createDataFrame([(1, "sf", 1, "a")], "id long, city string, ts long, v string")
+    path = str(tmp_path / "t")
+    options = {
+        "hoodie.table.name": "g",
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.partitionpath.field": "city",
+        "hoodie.datasource.write.precombine.field": "ts",
+        "hoodie.index.type": "GLOBAL_SIMPLE",
+    }
+    with pytest.raises(UnsupportedError, match="spark_table"):
+        shoal.spark.write(df, path, "upsert", options)
+    assert not (tmp_path / "t").exists()
+    # A bulk insert looks nothing up: the index type does not matter to it.
+    shoal.spark.write(df, path, "bulk_insert", options)
+    assert shoal.Table(path).read().num_rows == 1
+
+
+def test_spark_tasks_run_the_global_plan(spark, tmp_path):
+    """shoal.spark.spark_table plans on the driver and writes with Spark tasks: same table as a
+    local write of the same batches."""
+    from shoal.spark.services import spark_table
+
+    tables = {}
+    for name in ("local", "spark"):
+        path = str(tmp_path / name)
+        _create(path, "MERGE_ON_READ", "GLOBAL_BLOOM", True, "EVENT_TIME_ORDERING")
+        table = spark_table(spark, path) if name == "spark" else shoal.Table(path)
+        opts = {"hoodie.index.type": "GLOBAL_BLOOM"}
+        first = [
+            {"id": i, "city": CITIES[i % 4], "ts": 1, "v": "a", "_hoodie_is_deleted": False}
+            for i in range(30)
+        ]
+        table.insert(pa.Table.from_pylist(first, schema=_schema()), options=opts)
+        moved = [
+            {"id": i, "city": CITIES[(i + 1) % 4], "ts": 2, "v": "b", "_hoodie_is_deleted": False}
+            for i in range(0, 30, 3)
+        ]
+        table.upsert(pa.Table.from_pylist(moved, schema=_schema()), options=opts)
+        tables[name] = rows_by(hudi_rs_read(path), COLUMNS, ["id"])
+    assert tables["spark"] == tables["local"]
+    assert sum(1 for r in tables["local"] if r["v"] == "b" and r["_hoodie_partition_path"] == r["city"]) == 10
