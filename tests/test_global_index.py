@@ -263,29 +263,54 @@ def test_bad_options_fail_before_the_timeline_changes(tmp_path):
             pa.table({"id": [1], "city": ["nyc"], "ts": [2], "v": ["b"]}),
             options={"hoodie.index.type": "GLOBAL_HBASE"},
         )
-    with pytest.raises(UnsupportedError, match="streaming writer"):
-        table.stream_writer()
     assert file_digests(path) == before
 
 
-def test_shoal_spark_write_refuses_a_global_index_before_creating_the_table(spark, tmp_path: Path):
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_shoal_spark_write_gives_the_table_a_local_write_gives(spark, tmp_path: Path, table_type):
+    """The first write creates the table; later ones move records between partitions, with a late
+    event and a delete naming the wrong partition: the same rows, partition paths included, as
+    the same writes through shoal.Table, read by hudi-rs."""
     import shoal.spark
 
-    df = spark.createDataFrame([(1, "sf", 1, "a")], "id long, city string, ts long, v string")
-    path = str(tmp_path / "t")
+    schema = "id long, city string, ts long, v string"
     options = {
         "hoodie.table.name": "g",
         "hoodie.datasource.write.recordkey.field": "id",
         "hoodie.datasource.write.partitionpath.field": "city",
         "hoodie.datasource.write.precombine.field": "ts",
-        "hoodie.index.type": "GLOBAL_SIMPLE",
+        "hoodie.datasource.write.table.type": table_type,
+        "hoodie.index.type": "GLOBAL_BLOOM",
     }
-    with pytest.raises(UnsupportedError, match="spark_table"):
-        shoal.spark.write(df, path, "upsert", options)
-    assert not (tmp_path / "t").exists()
-    # A bulk insert looks nothing up: the index type does not matter to it.
-    shoal.spark.write(df, path, "bulk_insert", options)
-    assert shoal.Table(path).read().num_rows == 1
+    batches = [
+        ("upsert", [(i, CITIES[i % 4], 1, "a") for i in range(40)]),
+        ("upsert", [(i, CITIES[(i + 1) % 4], 2, "b") for i in range(0, 40, 3)] + [(1, "paris", 0, "late")]),
+        ("delete", [(i, "nowhere", 3, "") for i in range(0, 40, 7)]),
+        ("upsert", [(i, CITIES[(i + 2) % 4], 4, "c") for i in range(0, 40, 5)] + [(99, "sf", 4, "new")]),
+    ]
+    local_path, spark_path = str(tmp_path / "local"), str(tmp_path / "spark")
+    for operation, rows in batches:
+        shoal.spark.write(spark.createDataFrame(rows, schema), spark_path, operation, options)
+        data = pa.Table.from_pylist([dict(zip(["id", "city", "ts", "v"], r, strict=True)) for r in rows])
+        if not (tmp_path / "local").exists():
+            _create(local_path, table_type, "GLOBAL_BLOOM", True, "EVENT_TIME_ORDERING")
+        getattr(shoal.Table(local_path), operation)(data, options={"hoodie.index.type": "GLOBAL_BLOOM"})
+    local = rows_by(hudi_rs_read(local_path), COLUMNS, ["id"])
+    assert rows_by(hudi_rs_read(spark_path), COLUMNS, ["id"]) == local
+    assert rows_by(shoal.Table(spark_path).read(), COLUMNS, ["id"]) == local
+    by_id = {r["id"]: r for r in local}
+    assert by_id[1]["v"] == "a" and by_id[1]["_hoodie_partition_path"] == CITIES[1]  # the late event lost
+    assert 7 not in by_id and by_id[10]["_hoodie_partition_path"] == CITIES[0]
+    assert len(by_id) == 40 - 6 + 2 + 1  # 0 and 35 come back in the last batch, 99 is new
+    assert len(shoal.Table(spark_path).instants()) == len(batches)
+
+
+def test_the_streaming_writer_refuses_a_global_index(tmp_path):
+    table = _create(str(tmp_path / "t"), "MERGE_ON_READ", "GLOBAL_SIMPLE", True, "EVENT_TIME_ORDERING")
+    for operation in ("upsert", "delete"):
+        with pytest.raises(UnsupportedError, match="streaming writer"):
+            table.stream_writer(operation)
+    assert table.instants() == []
 
 
 def test_spark_tasks_run_the_global_plan(spark, tmp_path):

@@ -474,8 +474,9 @@ def test_simple_index_tags_like_the_bloom_index_without_footers(tmp_path, monkey
 
 
 def test_unsupported_index_types_are_rejected(tmp_path):
-    # BUCKET is supported (tests/test_bucket_index.py); HBASE and the global indexes are not.
-    for index in ("HBASE", "GLOBAL_BLOOM"):
+    # BUCKET and the global indexes are supported (tests/test_bucket_index.py,
+    # tests/test_global_index.py); HBASE and the record index are not.
+    for index in ("HBASE", "RECORD_INDEX", "GLOBAL_HBASE"):
         with pytest.raises(shoal.InvalidOptionError, match="BLOOM, SIMPLE, BUCKET"):
             shoal.Table.create(
                 str(tmp_path / "b"), name="b", record_key="id", options={"hoodie.index.type": index}

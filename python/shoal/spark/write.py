@@ -131,8 +131,8 @@ from shoal.write.writer import (
     finish_records,
     group_rows,
     key_records,
+    looks_up_keys,
     make_index,
-    refuse_global_index,
     run_write_task,
 )
 
@@ -220,10 +220,25 @@ def _write(
     """:func:`write`, with a hook the write tasks call after writing their file (tests inject
     task failures with it)."""
     op, table_type, hoodie = parse_options(operation, options)
-    refuse_global_index(wc.WriteConfig(hoodie), op, "shoal.spark.write")
     spark = df.sparkSession
     table = open_or_create(path, table_type, hoodie, SparkExecutor(spark))
+    if table.write_config.global_index and looks_up_keys(table.write_config, op):
+        return _write_planned_on_the_driver(df, table, op)
     return SparkWrite(spark, table, op, after_task_write).run(df)
+
+
+def _write_planned_on_the_driver(df: DataFrame, table: Table, operation: Operation) -> WriteResult:
+    """A write with a global index: every key is looked up in every partition before any record
+    is routed, and a record that moves becomes two (a delete where it was, an insert where it
+    goes). The batch comes to the driver, which plans it as a ``shoal.Table`` write does; the
+    write tasks run on Spark, one per bucket. The driver's memory bounds the batch."""
+    started = time.perf_counter()
+    data = df.toArrow()
+    collected = time.perf_counter()
+    writer = Writer(table.storage, table.config, table.write_config, table.keygen, table.executor)
+    result = writer.write(data, operation)
+    result.timings.update({"collect": collected - started, "plan_and_write": time.perf_counter() - collected})
+    return result
 
 
 def parse_options(

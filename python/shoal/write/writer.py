@@ -740,7 +740,7 @@ def make_index(
             "and shoal.spark.write: this write path (df.write.format('shoal')) cannot route "
             "records to their buckets' file groups; use shoal.spark.write(df, path, ...)"
         )
-    if not _looks_up_keys(wc, operation):
+    if not looks_up_keys(wc, operation):
         return None
     if wc.get(INDEX_TYPE) in ("SIMPLE", "GLOBAL_SIMPLE"):
         return SimpleIndex(storage, cache_keys=cache_keys)
@@ -751,16 +751,18 @@ def make_index(
 
 def refuse_global_index(wc: WriteConfig, operation: Operation, path: str) -> None:
     """Raises UnsupportedError when ``operation`` would look its keys up in a global index on
-    write ``path``: only the writes of ``shoal.Table`` (on any executor) plan with one."""
-    if wc.global_index and _looks_up_keys(wc, operation):
+    write ``path``: only writes that plan a whole batch at once (``shoal.Table``'s writes on
+    any executor, and ``shoal.spark.write``) plan with one."""
+    if wc.global_index and looks_up_keys(wc, operation):
         raise UnsupportedError(
-            f"hoodie.index.type={wc.get(INDEX_TYPE)} is supported by shoal.Table's writes "
-            f"(shoal.spark.spark_table(spark, path) runs them with Spark tasks), not by {path}, "
-            "whose tasks route records before a key could be looked up in every partition"
+            f"hoodie.index.type={wc.get(INDEX_TYPE)} is supported by shoal.Table's writes and "
+            f"shoal.spark.write, not by {path}, which routes records before a key could be looked "
+            "up in every partition"
         )
 
 
-def _looks_up_keys(wc: WriteConfig, operation: Operation) -> bool:
+def looks_up_keys(wc: WriteConfig, operation: Operation) -> bool:
+    """Whether ``operation`` looks its records' keys up in the table's index."""
     if operation == Operation.BULK_INSERT:
         return False
     return not (operation == Operation.INSERT and wc.get(ALLOW_DUPLICATE_ON_INSERTS))
