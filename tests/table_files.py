@@ -76,3 +76,13 @@ def set_table_properties(root: Path, properties: Mapping[str, str]) -> None:
 def data_columns(rows: pa.Table) -> list[str]:
     """The columns of ``rows`` other than Hudi's meta columns."""
     return [c for c in rows.column_names if not c.startswith("_hoodie_")]
+
+
+# Files of a few records, and bloom filters sized for them: several file groups per partition,
+# small-file packing and merges, with tables of tens of records.
+SMALL_FILES = {
+    "hoodie.parquet.max.file.size": "6000",
+    "hoodie.parquet.small.file.limit": "4500",
+    "hoodie.index.bloom.num_entries": "200",
+    "hoodie.bloom.index.filter.dynamic.max.entries": "400",
+}

@@ -20,7 +20,7 @@ from shoal.errors import InvalidOptionError, UnsupportedError
 from shoal.timeline.instant import Action
 from shoal.timeline.timeline import Timeline
 from tests.hudi_oracle import hudi_rs_read, rows_by
-from tests.table_files import committed_paths, data_files, file_digests
+from tests.table_files import SMALL_FILES, committed_paths, data_files, file_digests
 
 CITIES = ["sf", "nyc", "chennai", "paris"]
 COLUMNS = ["_hoodie_partition_path", "id", "city", "ts", "v"]
@@ -92,10 +92,7 @@ def _create(path: str, table_type: str, index: str, move: bool, ordering: str, *
             update_option: str(move).lower(),
             "hoodie.record.merge.mode": ordering,
             # Small files: several file groups per partition, each read and probed.
-            "hoodie.parquet.max.file.size": "6000",
-            "hoodie.parquet.small.file.limit": "4500",
-            "hoodie.index.bloom.num_entries": "200",
-            "hoodie.bloom.index.filter.dynamic.max.entries": "400",
+            **SMALL_FILES,
             **extra,
         },
     )

@@ -317,9 +317,9 @@ def test_write_rejects_what_it_cannot_do_before_the_timeline_changes(ss, tmp_pat
     # Through Spark: the error names the way to upsert.
     with pytest.raises(Exception, match=r"UnsupportedError: upsert is not supported .*shoal.spark.write"):
         _write(ss, data, path, "upsert")
-    with pytest.raises(Exception, match=r"UnsupportedError: mode\('overwrite'\) is not supported"):
+    with pytest.raises(Exception, match=r"UnsupportedError: mode\('overwrite'\) with .*=delete"):
         writer = ss.createDataFrame(data).write.format("shoal").mode("overwrite")
-        writer.option("hoodie.datasource.write.operation", "insert").save(str(path))
+        writer.option("hoodie.datasource.write.operation", "delete").save(str(path))
     # What writer() checks, called as Spark calls it.
     schema = spark_schema(data.schema)
 

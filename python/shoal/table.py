@@ -249,6 +249,26 @@ class Table:
         """Deletes records by key: pass whole records or just their key (and partition) columns."""
         return self._writer(options).write(data, Operation.DELETE).instant
 
+    def insert_overwrite(self, data: Any, options: Mapping[str, Any] | None = None) -> str:
+        """Replaces the contents of the partitions ``data`` falls in with ``data`` (Hudi's
+        ``insert_overwrite``): one replace commit; other partitions keep their records. Returns
+        the instant time."""
+        return self._writer(options).write(data, Operation.INSERT_OVERWRITE).instant
+
+    def insert_overwrite_table(self, data: Any, options: Mapping[str, Any] | None = None) -> str:
+        """Replaces the contents of the whole table with ``data`` (``insert_overwrite_table``);
+        empty ``data`` empties the table. Returns the instant time."""
+        return self._writer(options).write(data, Operation.INSERT_OVERWRITE_TABLE).instant
+
+    def delete_partitions(self, partitions: Sequence[str], options: Mapping[str, Any] | None = None) -> str:
+        """Deletes whole partitions (Hudi's ``delete_partition``), named by their paths as
+        stored (``"city=sf"`` under hive-style partitioning): one replace commit; the cleaner
+        removes their files later, so time travel and incremental reads before it still work.
+        Returns the instant time. Raises InvalidArgumentError for a path that is not a partition."""
+        if isinstance(partitions, str):
+            partitions = [partitions]
+        return self._writer(options).delete_partitions(list(partitions)).instant
+
     def soft_delete(self, keys: Any, options: Mapping[str, Any] | None = None) -> str | None:
         """Soft-deletes records: they stay in the table, with every field other than the record
         key, partition and ordering fields set to null.

@@ -247,6 +247,12 @@ BLOOM_PRUNE_BY_RANGES = _opt(
     _bool,
     "Prune candidate files by min/max record key before probing.",
 )
+PARTITIONS_TO_DELETE = _opt(
+    "hoodie.datasource.write.partitions.to.delete",
+    None,
+    _field_list,
+    "delete_partition: the partition paths to delete, comma-separated (default: those of the records).",
+)
 ALLOW_DUPLICATE_ON_INSERTS = _opt(
     "hoodie.merge.allow.duplicate.on.inserts",
     "true",

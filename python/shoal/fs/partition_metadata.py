@@ -22,3 +22,10 @@ def ensure_partition_metadata(storage: Storage, partition_path: str, instant: st
     # Another task of the same write may have created it first.
     with contextlib.suppress(CommitConflictError):
         storage.create_exclusive(rel, text.encode("latin-1"))
+
+
+def is_partition(storage: Storage, partition_path: str) -> bool:
+    """Whether ``partition_path`` is a partition of the table: its directory holds the marker
+    (as a properties file, or in the base file format Hudi can write it in)."""
+    rel = f"{partition_path}/{PARTITION_METADATA_FILE}" if partition_path else PARTITION_METADATA_FILE
+    return any(storage.exists(rel + suffix) for suffix in ("", ".parquet", ".orc"))

@@ -18,7 +18,8 @@ no filters from Spark's ``where``: in Spark 4.3 a pushed-down reader is kept on 
 reused by later queries of the same DataFrame, so an unfiltered ``count()`` after a filtered one
 would return the filtered rows.
 
-Writes are ``insert`` and ``bulk_insert`` only. Spark's data source writer can neither
+Writes are ``insert``, ``bulk_insert``, ``insert_overwrite`` and ``insert_overwrite_table``
+(``mode("overwrite")``). Spark's data source writer can neither
 repartition its input nor see the table's index, so it cannot route records to the file groups
 holding their keys, as an upsert or a delete must: those go through ``shoal.spark.write``.
 Each task writes its rows into new file groups with the copy-on-write task; the instant is
@@ -51,6 +52,7 @@ from shoal.config.table_config import TableConfig
 from shoal.errors import CommitConflictError, InvalidOptionError, UnsupportedError
 from shoal.fs.partition_metadata import ensure_partition_metadata
 from shoal.fs.storage import Storage
+from shoal.fs.view import FileSystemView
 from shoal.read.filters import Filter
 from shoal.services.rollback import rollback_instant
 from shoal.spark.read import (
@@ -72,11 +74,13 @@ from shoal.write.prepare import PARTITION_PATH, RECORD_KEY
 from shoal.write.schema import normalize_types, strip_meta_columns
 from shoal.write.writer import (
     OP_COLUMN,
+    REPLACING,
     Operation,
     PendingWrite,
     Writer,
     finish_records,
     key_records,
+    replaced_file_groups,
     run_write_task,
 )
 
@@ -336,19 +340,26 @@ def _prepare(writer: Writer, data: pa.Table, operation: Operation, timeline: Tim
 def begin_write(options: Mapping[str, str], schema: StructType, overwrite: bool) -> WriteJob:
     """Driver side, before any task runs: validates the options and the input schema against
     the table (created on the first write), rolls back failed writes, and starts the instant."""
-    if overwrite:
-        raise UnsupportedError(
-            "mode('overwrite') is not supported by the shoal data source; use mode('append')"
-        )
     path = _path(options)
     operation, table_type, hoodie = parse_options(None, {k: v for k, v in options.items() if k != "path"})
-    if operation not in (Operation.INSERT, Operation.BULK_INSERT):
+    named = any(k.lower() == OPERATION_OPTION for k in options)
+    replaceable = (Operation.INSERT, Operation.BULK_INSERT, Operation.INSERT_OVERWRITE_TABLE)
+    if overwrite and (not named or operation in replaceable):
+        # mode("overwrite") replaces the table's contents in one replace commit: the history
+        # stays for time travel and incremental reads until the cleaner removes it.
+        operation = Operation.INSERT_OVERWRITE_TABLE
+    elif overwrite and operation != Operation.INSERT_OVERWRITE:
+        raise UnsupportedError(
+            f"mode('overwrite') with {OPERATION_OPTION}={operation.value.lower()}: overwrite replaces "
+            "the table (insert_overwrite_table) or the partitions written (insert_overwrite)"
+        )
+    if operation not in _DATA_SOURCE_WRITES:
         op = operation.value.lower()
         raise UnsupportedError(
             f"{op} is not supported through df.write.format('shoal'): Spark's data source writer "
             f"cannot route records to the file groups that hold their keys. Use "
-            f"shoal.spark.write(df, path, operation='{op}'), or set {OPERATION_OPTION}=insert or "
-            "bulk_insert to add new records"
+            f"shoal.spark.write(df, path, operation='{op}'), or set {OPERATION_OPTION} to insert, "
+            "bulk_insert, insert_overwrite or insert_overwrite_table"
         )
     # writer() runs in a driver-side Python process without a SparkSession: the writer built
     # below runs nothing through the table's executor.
@@ -374,6 +385,15 @@ def begin_write(options: Mapping[str, str], schema: StructType, overwrite: bool)
     # The workload profile is empty: how many records go where is known only to the tasks.
     pending = writer.start(operation, Assignment(), timeline, [])
     return WriteJob(table.storage.base_uri, pending.instant_time, operation, hoodie, data_schema)
+
+
+# Writes whose tasks each write the rows they are given into new file groups.
+_DATA_SOURCE_WRITES = (
+    Operation.INSERT,
+    Operation.BULK_INSERT,
+    Operation.INSERT_OVERWRITE,
+    Operation.INSERT_OVERWRITE_TABLE,
+)
 
 
 def _pending(writer: Writer, job: WriteJob, assignment: Assignment, timeline: Timeline) -> PendingWrite:
@@ -417,7 +437,12 @@ def commit_write(job: WriteJob, messages: Sequence[WriterCommitMessage | None]) 
     writer = _writer(table)
     timeline = Timeline.load(table.storage, table.config)
     stats = [s for m in messages if isinstance(m, ShoalCommitMessage) for s in m.stats]
-    writer.commit(_pending(writer, job, Assignment(), timeline), stats, job.data_schema)
+    replaced = None
+    if job.operation in REPLACING:
+        # The file groups live before this write: its own are not committed yet.
+        view = FileSystemView(table.storage, timeline)
+        replaced = replaced_file_groups(job.operation, view, {s.partitionPath or "" for s in stats})
+    writer.commit(_pending(writer, job, Assignment(), timeline), stats, job.data_schema, replaced)
 
 
 def abort_write(job: WriteJob) -> None:

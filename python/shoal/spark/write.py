@@ -125,6 +125,8 @@ from shoal.write.gather import take_rows
 from shoal.write.prepare import PARTITION_PATH, RECORD_KEY, add_keys, deleted_mask, validate_keys
 from shoal.write.schema import IS_DELETED_COLUMN, normalize_types, reconcile, strip_meta_columns
 from shoal.write.writer import (
+    REPLACING,
+    WRITES_NEW_FILE_GROUPS,
     Operation,
     Writer,
     WriteResult,
@@ -133,6 +135,7 @@ from shoal.write.writer import (
     key_records,
     looks_up_keys,
     make_index,
+    replaced_file_groups,
     run_write_task,
 )
 
@@ -222,9 +225,27 @@ def _write(
     op, table_type, hoodie = parse_options(operation, options)
     spark = df.sparkSession
     table = open_or_create(path, table_type, hoodie, SparkExecutor(spark))
+    if op == Operation.DELETE_PARTITION:
+        return _delete_partitions(df, table)
     if table.write_config.global_index and looks_up_keys(table.write_config, op):
         return _write_planned_on_the_driver(df, table, op)
     return SparkWrite(spark, table, op, after_task_write).run(df)
+
+
+def _delete_partitions(df: DataFrame, table: Table) -> WriteResult:
+    """``delete_partition``: the partitions named by ``hoodie.datasource.write.partitions.to.delete``,
+    else those of the records of ``df`` (only their partition fields come to the driver)."""
+    writer = Writer(table.storage, table.config, table.write_config, table.keygen, table.executor)
+    if table.write_config.get(wc.PARTITIONS_TO_DELETE):
+        return writer.write(None, Operation.DELETE_PARTITION)
+    fields = [f.split(":", 1)[0] for f in table.config.partition_fields]
+    if not fields:
+        raise InvalidArgumentError("a table without partition fields has no partition to delete")
+    missing = [f for f in fields if f not in df.columns]
+    if missing:
+        raise InvalidArgumentError(f"delete_partition needs the partition fields {missing} in the input")
+    distinct = df.select(*[F.col(_quoted(f)) for f in fields]).distinct().toArrow()
+    return writer.write(distinct, Operation.DELETE_PARTITION)
 
 
 def _write_planned_on_the_driver(df: DataFrame, table: Table, operation: Operation) -> WriteResult:
@@ -497,7 +518,7 @@ class SparkWrite:
                     view.latest_file_slices(partition),
                     inserts,
                 )
-            elif op == Operation.BULK_INSERT:
+            elif op in WRITES_NEW_FILE_GROUPS:
                 assigner.assign(
                     assignment,
                     partition,
@@ -553,13 +574,13 @@ class SparkWrite:
                 # The local writer plans a bulk insert with the bucket index as an upsert: records
                 # stay in input order.
                 sort_by_key = (
-                    op == Operation.BULK_INSERT
+                    op in WRITES_NEW_FILE_GROUPS
                     and bucketed is None
                     and sort_mode in wc.KEY_SORTED_BULK_INSERT_MODES
                 )
                 # Input order matters to deduplication (the later of two equal records wins) and to
                 # a bulk insert that keeps it.
-                ordered = combine or (op == Operation.BULK_INSERT and not sort_by_key)
+                ordered = combine or (op in WRITES_NEW_FILE_GROUPS and not sort_by_key)
                 task = BucketTaskSpec(
                     specs=specs,
                     route_values=tuple(route_values),
@@ -607,7 +628,8 @@ class SparkWrite:
                 f"{received} written; not committing (the next write rolls this one back). "
                 "Checkpoint or cache an input that is not deterministic"
             )
-        result = writer.commit(write, stats, data_schema)
+        replaced = replaced_file_groups(op, view, profile.partitions()) if op in REPLACING else None
+        result = writer.commit(write, stats, data_schema, replaced)
         self._phase("commit", t)
         return result
 
@@ -1607,10 +1629,10 @@ def _finish(records: pa.Table, seq: pa.ChunkedArray | None, task: BucketTaskSpec
     op = task.operation
     keys = records.column(RECORD_KEY)
     repeats = task.combine and not _native.keys_distinct(contiguous(keys))
-    if seq is not None and (repeats or (op == Operation.BULK_INSERT and not task.sort_by_key)):
+    if seq is not None and (repeats or (op in WRITES_NEW_FILE_GROUPS and not task.sort_by_key)):
         records = take_rows(records, pc.sort_indices(seq))
     records = finish_records(records, op, task.ordering_field, repeats)
-    if op == Operation.BULK_INSERT and task.sort_by_key and records.num_rows:
+    if op in WRITES_NEW_FILE_GROUPS and task.sort_by_key and records.num_rows:
         keys = records.column(RECORD_KEY)
         records = take_rows(records, _native.sort_key_indices(keys.combine_chunks()))
     return records

@@ -21,7 +21,7 @@ CommitConflictError; it never reports success for a write whose files were delet
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 
 from shoal.config import write_config as wc
@@ -102,12 +102,20 @@ def check_still_pending(now: Timeline, inflight: Instant) -> None:
         )
 
 
-def conflicts(planned: Timeline, now: Timeline, instant_time: str, stats: Sequence[WriteStat]) -> list[str]:
-    """Why a write planned on ``planned`` that wrote ``stats`` cannot commit on ``now``: one line
-    per data instant completed meanwhile that changed (or replaced) one of its file groups, and
-    per commit its planning read that has since been rolled back or restored away."""
+def conflicts(
+    planned: Timeline,
+    now: Timeline,
+    instant_time: str,
+    stats: Sequence[WriteStat],
+    replaced: Mapping[str, Sequence[str]] | None = None,
+) -> list[str]:
+    """Why a write planned on ``planned`` that wrote ``stats`` (and replaced the file groups
+    ``replaced``) cannot commit on ``now``: one line per data instant completed meanwhile that
+    changed (or replaced) one of its file groups, and per commit its planning read that has
+    since been rolled back or restored away."""
     done_before = {i.requested_time for i in planned.completed_data_instants()}
     mine = {(s.partitionPath or "", s.fileId) for s in stats}
+    mine |= {(p, f) for p, ids in (replaced or {}).items() for f in ids}
     reasons: list[str] = []
     for inst in now.completed_data_instants():
         if inst.requested_time in done_before or inst.requested_time == instant_time:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from shoal.config.write_config import (
     PARQUET_COMPRESSION,
     PARQUET_MAX_FILE_SIZE,
     PARQUET_SMALL_FILE_LIMIT,
+    PARTITIONS_TO_DELETE,
     PAYLOAD_CLASS,
     RECORD_MERGE_MODE,
     RECORD_SIZE_ESTIMATE,
@@ -39,11 +41,11 @@ from shoal.config.write_config import (
     SCHEMA_ON_WRITE_ADD_COLUMNS,
     WriteConfig,
 )
-from shoal.errors import CommitConflictError, InvalidOptionError, UnsupportedError
+from shoal.errors import CommitConflictError, InvalidArgumentError, InvalidOptionError, UnsupportedError
 from shoal.executor.base import Executor
 from shoal.executor.local import LocalExecutor
 from shoal.fs.markers import delete_markers, list_marked_files, reconcile_against_markers
-from shoal.fs.partition_metadata import ensure_partition_metadata
+from shoal.fs.partition_metadata import ensure_partition_metadata, is_partition
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bloom import BloomIndex
@@ -53,6 +55,7 @@ from shoal.index.global_index import tag_globally
 from shoal.index.simple import SimpleIndex
 from shoal.keygen import KeyGenerator
 from shoal.read.mor import MorSliceSpec, merge_mor_slice
+from shoal.schemas import load_schema
 from shoal.services.archive import run_inline_archive
 from shoal.services.clean import run_inline_clean
 from shoal.services.compaction import (
@@ -101,6 +104,19 @@ class Operation(str, enum.Enum):
     INSERT = "INSERT"
     BULK_INSERT = "BULK_INSERT"
     DELETE = "DELETE"
+    INSERT_OVERWRITE = "INSERT_OVERWRITE"
+    INSERT_OVERWRITE_TABLE = "INSERT_OVERWRITE_TABLE"
+    DELETE_PARTITION = "DELETE_PARTITION"
+
+
+# Operations that replace file groups: a replace commit names them, and readers skip them.
+REPLACING = frozenset(
+    {Operation.INSERT_OVERWRITE, Operation.INSERT_OVERWRITE_TABLE, Operation.DELETE_PARTITION}
+)
+# Operations whose records all go into new file groups, without an index lookup.
+WRITES_NEW_FILE_GROUPS = frozenset(
+    {Operation.BULK_INSERT, Operation.INSERT_OVERWRITE, Operation.INSERT_OVERWRITE_TABLE}
+)
 
 
 @dataclass
@@ -183,8 +199,18 @@ class Writer:
         with table_lock(self.storage, WRITE):
             return self._write(data, operation)
 
+    def delete_partitions(self, partitions: Sequence[str]) -> WriteResult:
+        """Replaces every file group of ``partitions`` (partition paths as stored) in one
+        replace commit; readers no longer see their records, and the cleaner removes them."""
+        with table_lock(self.storage, WRITE):
+            return self._replace(
+                None, Operation.DELETE_PARTITION, Timeline.load(self.storage, self.config), partitions
+            )
+
     def _write(self, data: Any, operation: Operation) -> WriteResult:
         timeline = Timeline.load(self.storage, self.config)
+        if operation in REPLACING:
+            return self._replace(data, operation, timeline)
         records = self._prepare(data, operation, timeline)
         self.bucket_index()  # bad bucket index options fail before a rollback changes the timeline
         timeline = self.rollback_failed_writes(timeline)
@@ -195,6 +221,38 @@ class Writer:
         else:
             assignment, chunks = self._plan(records, operation, view, timeline)
         return self._execute(records, operation, assignment, chunks, timeline)
+
+    def _replace(
+        self, data: Any, operation: Operation, timeline: Timeline, partitions: Sequence[str] | None = None
+    ) -> WriteResult:
+        """``insert_overwrite``, ``insert_overwrite_table`` and ``delete_partition``: the records
+        (none for a partition delete) go into new file groups as a bulk insert writes them, and
+        the replace commit names the file groups they replace: those of the partitions the
+        records fall in, of every partition, or of ``partitions``."""
+        if self.wc.get(INDEX_TYPE) == "BUCKET":
+            raise UnsupportedError(
+                f"{operation.value.lower()} with hoodie.index.type=BUCKET is not supported: the new "
+                "file groups would have to take their buckets' ids"
+            )
+        records = None
+        if operation == Operation.DELETE_PARTITION:
+            named = self.wc.get(PARTITIONS_TO_DELETE)
+            if partitions is None and named:
+                partitions = [p.strip() for p in named.split(",") if p.strip()]
+            elif partitions is None:
+                partitions = pc.unique(self.keygen.partition_paths(to_arrow_table(data))).to_pylist()
+            partitions = _known_partitions(self.storage, partitions)
+        else:
+            records = self._prepare(data, operation, timeline)
+            partitions = pc.unique(records.column(PARTITION_PATH)).to_pylist()
+        timeline = self.rollback_failed_writes(timeline)
+        replaced = replaced_file_groups(operation, FileSystemView(self.storage, timeline), partitions)
+        if records is not None and records.num_rows:
+            assignment, chunks = self._plan_bulk_insert(records, timeline)
+            schema = records.drop_columns([RECORD_KEY, PARTITION_PATH, OP_COLUMN]).schema
+        else:
+            assignment, chunks, schema = Assignment(), [], None
+        return self._execute(records, operation, assignment, chunks, timeline, replaced, schema)
 
     # ---- preparation (nothing on the timeline changes here) -------------------------------
 
@@ -221,6 +279,8 @@ class Writer:
                     Operation.INSERT: COMBINE_BEFORE_INSERT,
                     Operation.BULK_INSERT: COMBINE_BEFORE_INSERT,
                     Operation.DELETE: COMBINE_BEFORE_DELETE,
+                    Operation.INSERT_OVERWRITE: COMBINE_BEFORE_INSERT,
+                    Operation.INSERT_OVERWRITE_TABLE: COMBINE_BEFORE_INSERT,
                 }[operation]
             )
         )
@@ -448,11 +508,13 @@ class Writer:
 
     def _execute(
         self,
-        records: pa.Table,
+        records: pa.Table | None,
         operation: Operation,
         assignment: Assignment,
         chunks: Sequence[tuple[int, pa.Table | RowGather]],
         timeline: Timeline,
+        replaced: dict[str, list[str]] | None = None,
+        data_schema: pa.Schema | None = None,
     ) -> WriteResult:
         write = self.start(
             operation, assignment, timeline, {assignment.buckets[b].partition_path for b, _ in chunks}
@@ -466,8 +528,9 @@ class Writer:
         except BaseException:
             self.abandon(write)
             raise
-        schema_source = [c for c in records.column_names if c not in (RECORD_KEY, PARTITION_PATH, OP_COLUMN)]
-        return self.commit(write, stats, records.select(schema_source).schema)
+        if data_schema is None and records is not None:
+            data_schema = records.drop_columns([RECORD_KEY, PARTITION_PATH, OP_COLUMN]).schema
+        return self.commit(write, stats, data_schema, replaced)
 
     def start(
         self, operation: Operation, assignment: Assignment, timeline: Timeline, partitions: Iterable[str]
@@ -480,6 +543,10 @@ class Writer:
         # slice supersedes the compacted one (services/compaction.py).
         pending = pending_compaction_file_groups(timeline) if mor else {}
         action = Action.DELTA_COMMIT if mor else Action.COMMIT
+        plan = b""
+        if operation in REPLACING:
+            action = Action.REPLACE_COMMIT
+            plan = requested_replace_metadata(operation.value)
         with self.concurrency.locked():
             # Under optimistic concurrency the time is taken under the lock, after every instant
             # other writers created: two writers never share one (nor its heartbeat).
@@ -488,7 +555,7 @@ class Writer:
             # The first beat precedes the instant: no writer sees it pending without a heartbeat.
             heartbeat = self.concurrency.start_heartbeat(instant_time)
             try:
-                requested = timeline.create_requested(instant_time, action)
+                requested = timeline.create_requested(instant_time, action, plan)
             except BaseException:
                 if heartbeat is not None:
                     heartbeat.stop()
@@ -570,15 +637,25 @@ class Writer:
             old_slice=old_slice,
         )
 
-    def commit(self, write: PendingWrite, stats: list[WriteStat], data_schema: pa.Schema) -> WriteResult:
+    def commit(
+        self,
+        write: PendingWrite,
+        stats: list[WriteStat],
+        data_schema: pa.Schema | None,
+        replaced: dict[str, list[str]] | None = None,
+    ) -> WriteResult:
         """Completes the instant with the tasks' write stats (``data_schema``: the records'
-        columns, without the meta and internal ones), then runs inline table services."""
+        columns, without the meta and internal ones; None when no record was written), then
+        runs inline table services. ``replaced``: per partition, the file groups a replacing
+        operation replaces."""
         timeline = write.timeline
         metadata = CommitMetadata(operation_type=write.operation.value)
         for stat in stats:
             metadata.add_stat(stat)
+        if write.operation in REPLACING:
+            metadata.partition_to_replace_file_ids = dict(replaced or {})
         metadata.extra_metadata.update(self.wc.commit_metadata)
-        if write.operation != Operation.DELETE:
+        if data_schema is not None and write.operation != Operation.DELETE:
             metadata.extra_metadata["schema"] = avro_schema_for(data_schema, self.config.table_name)
         else:
             schema = timeline.latest_schema()
@@ -597,7 +674,7 @@ class Writer:
                     rollback_instant(self.storage, self.config, now, write.inflight)
                 raise
             if self.concurrency.optimistic:
-                reasons = conflicts(timeline, now, write.instant_time, stats)
+                reasons = conflicts(timeline, now, write.instant_time, stats, replaced)
                 if reasons:
                     rollback_instant(self.storage, self.config, now, write.inflight)
                     raise CommitConflictError(
@@ -749,6 +826,40 @@ def make_index(
     )
 
 
+def replaced_file_groups(
+    operation: Operation, view: FileSystemView, partitions: Iterable[str]
+) -> dict[str, list[str]]:
+    """The file groups a replacing ``operation`` replaces, per partition: the live ones of
+    ``partitions`` (the partitions its records fall in, or those it deletes), or of every
+    partition for ``insert_overwrite_table``."""
+    targets = None if operation == Operation.INSERT_OVERWRITE_TABLE else set(partitions)
+    replaced: dict[str, list[str]] = defaultdict(list)
+    for sl in view.latest_file_slices():
+        if targets is None or sl.partition_path in targets:
+            replaced[sl.partition_path].append(sl.file_id)
+    return dict(replaced)
+
+
+def requested_replace_metadata(operation_type: str) -> bytes:
+    """The Avro ``HoodieRequestedReplaceMetadata`` of a replacing write's requested instant:
+    the operation and no clustering plan."""
+    document = {"operationType": operation_type, "clusteringPlan": None, "extraMetadata": None, "version": 1}
+    return _native.avro_container_encode(
+        load_schema("HoodieRequestedReplaceMetadata.v6.writer"), json.dumps([document])
+    )
+
+
+def _known_partitions(storage: Storage, partitions: Sequence[str]) -> list[str]:
+    """``partitions`` (paths as stored), each checked to be one of the table's partitions."""
+    unknown = [p for p in partitions if not is_partition(storage, p)]
+    if unknown:
+        raise InvalidArgumentError(
+            f"not partitions of the table: {', '.join(repr(p) for p in unknown[:5])} (give partition "
+            "paths as stored, e.g. 'city=sf' for hive-style partitioning)"
+        )
+    return list(dict.fromkeys(partitions))
+
+
 def refuse_global_index(wc: WriteConfig, operation: Operation, path: str) -> None:
     """Raises UnsupportedError when ``operation`` would look its keys up in a global index on
     write ``path``: only writes that plan a whole batch at once (``shoal.Table``'s writes on
@@ -763,7 +874,7 @@ def refuse_global_index(wc: WriteConfig, operation: Operation, path: str) -> Non
 
 def looks_up_keys(wc: WriteConfig, operation: Operation) -> bool:
     """Whether ``operation`` looks its records' keys up in the table's index."""
-    if operation == Operation.BULK_INSERT:
+    if operation in WRITES_NEW_FILE_GROUPS or operation == Operation.DELETE_PARTITION:
         return False
     return not (operation == Operation.INSERT and wc.get(ALLOW_DUPLICATE_ON_INSERTS))
 
