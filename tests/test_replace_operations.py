@@ -202,6 +202,16 @@ def test_spark_writes_give_the_table_local_writes_give(spark, tmp_path, table_ty
         options,
     )
     assert [r["id"] for r in _both(tmp_path / "spark")] == [7, 8]
+    before = shoal.Table(str(tmp_path / "spark")).instants()
+    with pytest.raises(UnsupportedError, match="BUCKET"):
+        bucketed = {**options, "hoodie.index.type": "BUCKET"}
+        shoal.spark.write(
+            spark.createDataFrame(_rows([1], ["sf"]).to_pandas()),
+            str(tmp_path / "spark"),
+            "insert_overwrite",
+            bucketed,
+        )
+    assert shoal.Table(str(tmp_path / "spark")).instants() == before
     actions = [t.action for t in shoal.Table(str(tmp_path / "spark")).timeline]
     assert actions.count("replacecommit") == 4
 

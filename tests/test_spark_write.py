@@ -444,3 +444,31 @@ def test_bloom_false_positives_join_the_partitions_new_base_file(spark, tmp_path
     shoal.Table(path).upsert(rows(admitted, 3))
     got = rows_by(shoal.Table(path).read(), ["id", "ts"], ["id"])
     assert len(got) == len(want) and all(r["ts"] == 3 for r in got if r["id"] in set(admitted))
+
+
+def test_a_spark_write_that_widens_a_type_compacts_merge_on_read_first(spark, tmp_path):
+    """As Table writes do (README, "Schema evolution"): hudi-rs reads the table after a widening
+    write and a later new column, over a log block of the old type."""
+    import shoal.spark
+
+    path = str(tmp_path / "t")
+    options = {
+        "hoodie.table.name": "w",
+        "hoodie.datasource.write.recordkey.field": "id",
+        "hoodie.datasource.write.precombine.field": "ts",
+        "hoodie.datasource.write.table.type": "MERGE_ON_READ",
+    }
+    shoal.spark.write(
+        spark.createDataFrame([(1, 1, 1), (2, 1, 2)], "id long, ts long, n int"), path, "upsert", options
+    )
+    shoal.spark.write(spark.createDataFrame([(1, 2, 3)], "id long, ts long, n int"), path, "upsert", options)
+    shoal.spark.write(
+        spark.createDataFrame([(2, 3, 2**40)], "id long, ts long, n long"), path, "upsert", options
+    )
+    later = spark.createDataFrame([(1, 4, 7, "x")], "id long, ts long, n long, extra string")
+    shoal.spark.write(later, path, "upsert", options)
+    want = [{"id": 1, "n": 7, "extra": "x"}, {"id": 2, "n": 2**40, "extra": None}]
+    assert rows_by(shoal.Table(path).read(), ["id", "n", "extra"], ["id"]) == want
+    assert rows_by(hudi_rs_read(path), ["id", "n", "extra"], ["id"]) == want
+    actions = [t.action for t in shoal.Table(path).timeline]
+    assert actions == ["deltacommit", "deltacommit", "compaction", "deltacommit", "deltacommit"]

@@ -623,3 +623,66 @@ def test_a_write_asking_for_another_ordering_than_the_tables_fails_before_the_ti
         {"id": 1, "ts": 11},
         {"id": 2, "ts": 10},
     ]
+
+
+def test_widened_and_added_columns_on_merge_on_read(tmp_path):
+    """int to long, float to double and a new column, over log blocks of the old types: the
+    widening write compacts first, so hudi-rs 0.5 reads what shoal reads (README, "Schema
+    evolution"); without that compaction it fails on the old-typed log block."""
+    path = str(tmp_path / "t")
+    table = shoal.Table.create(
+        path, "t", "MERGE_ON_READ", record_key="id", partition_by="city", ordering_field="ts"
+    )
+
+    def rows(ids, ts, n_type, f_type, extra=None):
+        data = {
+            "id": pa.array(ids, pa.int64()),
+            "city": ["sf"] * len(ids),
+            "ts": pa.array([ts] * len(ids), pa.int64()),
+            "n": pa.array([2**31 + i if n_type == pa.int64() else i for i in ids], n_type),
+            "f": pa.array([i + 0.5 for i in ids], f_type),
+        }
+        if extra is not None:
+            data["extra"] = [extra] * len(ids)
+        return pa.table(data)
+
+    table.upsert(rows([1, 2, 3], 1, pa.int32(), pa.float32()))
+    table.upsert(rows([1], 2, pa.int32(), pa.float32()))  # a log block of the old types
+    table.upsert(rows([2], 3, pa.int64(), pa.float64(), extra="x"))
+    got = table.read()
+    assert got.schema.field("n").type == pa.int64() and got.schema.field("f").type == pa.float64()
+    want = [
+        {"id": 1, "n": 1, "f": 1.5, "extra": None},
+        {"id": 2, "n": 2**31 + 2, "f": 2.5, "extra": "x"},
+        {"id": 3, "n": 3, "f": 3.5, "extra": None},
+    ]
+    assert rows_by(got, ["id", "n", "f", "extra"], ["id"]) == want
+    assert rows_by(hudi_rs_read(path), ["id", "n", "f", "extra"], ["id"]) == want
+    actions = [t.action for t in table.timeline]
+    assert actions == ["deltacommit", "deltacommit", "compaction", "deltacommit"]  # the compaction first
+    # A later column, logged over base files of the old types, reads in both too.
+    table.upsert(rows([3], 4, pa.int64(), pa.float64(), extra="y").append_column("more", pa.array(["m"])))
+    want[2] = {"id": 3, "n": 2**31 + 3, "f": 3.5, "extra": "y"}
+    assert rows_by(table.read(), ["id", "n", "f", "extra"], ["id"]) == want
+    assert rows_by(hudi_rs_read(path), ["id", "n", "f", "extra"], ["id"]) == want
+
+
+def test_a_stream_batch_that_widens_a_type_inside_a_checkpoint_is_refused(tmp_path):
+    table = shoal.Table.create(
+        str(tmp_path / "t"), "t", "MERGE_ON_READ", record_key="id", ordering_field="ts"
+    )
+    narrow = pa.table(
+        {"id": pa.array([1], pa.int64()), "ts": pa.array([1], pa.int64()), "n": pa.array([1], pa.int32())}
+    )
+    wide = narrow.set_column(2, "n", pa.array([2**40], pa.int64()))
+    table.upsert(narrow)
+    writer = table.stream_writer()
+    writer.write(narrow)
+    with pytest.raises(shoal.SchemaMismatchError, match="widens n"):
+        writer.write(wide)
+    writer.checkpoint()  # the batch before it stays and commits
+    writer.write(wide)  # a new checkpoint: compacts, then takes it
+    writer.checkpoint()
+    writer.close()
+    assert table.read().column("n").to_pylist() == [2**40]
+    assert hudi_rs_read(str(tmp_path / "t")).column("n").to_pylist() == [2**40]

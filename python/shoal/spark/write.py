@@ -123,7 +123,13 @@ from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import Assignment, Bucket, BucketAssigner
 from shoal.write.gather import take_rows
 from shoal.write.prepare import PARTITION_PATH, RECORD_KEY, add_keys, deleted_mask, validate_keys
-from shoal.write.schema import IS_DELETED_COLUMN, normalize_types, reconcile, strip_meta_columns
+from shoal.write.schema import (
+    IS_DELETED_COLUMN,
+    normalize_types,
+    reconcile,
+    strip_meta_columns,
+    widened_columns,
+)
 from shoal.write.writer import (
     REPLACING,
     WRITES_NEW_FILE_GROUPS,
@@ -135,6 +141,7 @@ from shoal.write.writer import (
     key_records,
     looks_up_keys,
     make_index,
+    refuse_replacing_buckets,
     replaced_file_groups,
     run_write_task,
 )
@@ -223,6 +230,7 @@ def _write(
     """:func:`write`, with a hook the write tasks call after writing their file (tests inject
     task failures with it)."""
     op, table_type, hoodie = parse_options(operation, options)
+    refuse_replacing_buckets(wc.WriteConfig(hoodie), op)
     spark = df.sparkSession
     table = open_or_create(path, table_type, hoodie, SparkExecutor(spark))
     if op == Operation.DELETE_PARTITION:
@@ -291,7 +299,8 @@ def parse_options(
         op = Operation((op_text or "upsert").strip().upper())
     except ValueError:
         raise InvalidOptionError(
-            f"unknown operation {op_text!r}: use upsert, insert, bulk_insert or delete"
+            f"unknown operation {op_text!r}: use upsert, insert, bulk_insert, delete, "
+            "insert_overwrite, insert_overwrite_table or delete_partition"
         ) from None
     return op, table_type, hoodie
 
@@ -448,6 +457,8 @@ class SparkWrite:
         self.after_task_write = after_task_write
         self.timings: dict[str, float] = {}
         self._broadcasts: list[Any] = []  # released after the write
+        # Whether this write compacted the table before widening a column's type.
+        self._compacted = False
 
     def run(self, df: DataFrame) -> WriteResult:
         with table_lock(self.table.storage, WRITE):
@@ -499,6 +510,11 @@ class SparkWrite:
 
         # Nothing on the timeline changed so far: bad input failed above.
         timeline = writer.rollback_failed_writes(timeline)
+        if writer.merge_on_read and widened_columns(table_schema, data_schema) and not self._compacted:
+            # The compaction rewrites the base files the count pass tagged against: plan again.
+            writer.compact_before_widening(timeline, data_schema)
+            self._compacted = True
+            return self._run(df)
         view = FileSystemView(storage, timeline)
         if bucketed is None:
             assigner = writer.assigner(timeline, lambda: _sample(source, spec, table_schema, writer))

@@ -87,6 +87,21 @@ def _storable(t: pa.DataType) -> pa.DataType:
     return t
 
 
+def widened_columns(table_schema: pa.Schema | None, data_schema: pa.Schema) -> list[str]:
+    """The columns whose stored type ``data_schema`` widens from ``table_schema``'s (``int`` to
+    ``long``, ``float`` to ``double``, ...)."""
+    if table_schema is None:
+        return []
+    stored = {f.name: f.type for f in table_schema}
+    return [
+        f.name
+        for f in data_schema
+        if f.name in stored
+        and (stored[f.name], f.type) in _WIDENINGS
+        and _storable(stored[f.name]) != _storable(f.type)
+    ]
+
+
 def reconcile(incoming: pa.Table, table_schema: pa.Schema | None, fill_missing: bool = False) -> pa.Table:
     """Casts ``incoming`` (without meta columns) to the table schema plus any new nullable columns.
 

@@ -46,7 +46,13 @@ import pyarrow.compute as pc
 from shoal import _native
 from shoal.arrays import importable
 from shoal.config.write_config import SCHEMA_ON_WRITE_ADD_COLUMNS
-from shoal.errors import CommitConflictError, InvalidArgumentError, InvalidOptionError, UnsupportedError
+from shoal.errors import (
+    CommitConflictError,
+    InvalidArgumentError,
+    InvalidOptionError,
+    SchemaMismatchError,
+    UnsupportedError,
+)
 from shoal.fs.naming import parse_log_file_name
 from shoal.fs.partition_metadata import ensure_partition_metadata
 from shoal.fs.view import FileSlice, FileSystemView
@@ -61,7 +67,7 @@ from shoal.write.assigner import RollingAssigner
 from shoal.write.gather import take_rows
 from shoal.write.input import to_arrow_table
 from shoal.write.prepare import PARTITION_PATH, RECORD_KEY
-from shoal.write.schema import normalize_types, strip_meta_columns
+from shoal.write.schema import normalize_types, strip_meta_columns, widened_columns
 from shoal.write.writer import (
     Operation,
     PendingWrite,
@@ -251,6 +257,12 @@ class StreamWriter:
             timeline = Timeline.load(self.writer.storage, self.writer.config) if opening else None
             schema = self._table_schema(timeline)
             records = self._prepare(incoming, schema)
+            if not opening and self.writer.merge_on_read and widened_columns(schema, records.schema):
+                # The compaction a widening write needs first cannot run inside a checkpoint.
+                raise SchemaMismatchError(
+                    f"this batch widens {', '.join(widened_columns(schema, records.schema))} on a "
+                    "merge-on-read table: call checkpoint() first, and write it in the next checkpoint"
+                )
             if opening:
                 assert timeline is not None
                 self._cp = self._open(timeline, records)
@@ -388,6 +400,7 @@ class StreamWriter:
         committed table as of now."""
         writer = self.writer
         timeline = writer.rollback_failed_writes(timeline)
+        timeline = writer.compact_before_widening(timeline, first.schema)
         sizing = writer.assigner(timeline, lambda: first)
         return _Checkpoint(
             timeline=timeline,

@@ -61,6 +61,7 @@ from shoal.services.clean import run_inline_clean
 from shoal.services.compaction import (
     abort_on_compaction_conflict,
     base_file_options,
+    compact,
     pending_compaction_file_groups,
     run_inline_compaction,
     slice_for_new_logs,
@@ -93,7 +94,14 @@ from shoal.write.prepare import (
     deleted_mask,
     validate_keys,
 )
-from shoal.write.schema import IS_DELETED_COLUMN, META_COLUMNS, normalize_types, reconcile, strip_meta_columns
+from shoal.write.schema import (
+    IS_DELETED_COLUMN,
+    META_COLUMNS,
+    normalize_types,
+    reconcile,
+    strip_meta_columns,
+    widened_columns,
+)
 from shoal.write.sizing import average_record_size_from_commits, estimate_record_size
 
 
@@ -214,6 +222,7 @@ class Writer:
         records = self._prepare(data, operation, timeline)
         self.bucket_index()  # bad bucket index options fail before a rollback changes the timeline
         timeline = self.rollback_failed_writes(timeline)
+        timeline = self.compact_before_widening(timeline, records.schema)
         view = FileSystemView(self.storage, timeline)
         # With the bucket index every record goes to its bucket's file group, bulk inserts too.
         if operation == Operation.BULK_INSERT and self.wc.get(INDEX_TYPE) != "BUCKET":
@@ -229,11 +238,7 @@ class Writer:
         (none for a partition delete) go into new file groups as a bulk insert writes them, and
         the replace commit names the file groups they replace: those of the partitions the
         records fall in, of every partition, or of ``partitions``."""
-        if self.wc.get(INDEX_TYPE) == "BUCKET":
-            raise UnsupportedError(
-                f"{operation.value.lower()} with hoodie.index.type=BUCKET is not supported: the new "
-                "file groups would have to take their buckets' ids"
-            )
+        refuse_replacing_buckets(self.wc, operation)
         records = None
         if operation == Operation.DELETE_PARTITION:
             named = self.wc.get(PARTITIONS_TO_DELETE)
@@ -246,6 +251,8 @@ class Writer:
             records = self._prepare(data, operation, timeline)
             partitions = pc.unique(records.column(PARTITION_PATH)).to_pylist()
         timeline = self.rollback_failed_writes(timeline)
+        if records is not None:
+            timeline = self.compact_before_widening(timeline, records.schema)
         replaced = replaced_file_groups(operation, FileSystemView(self.storage, timeline), partitions)
         if records is not None and records.num_rows:
             assignment, chunks = self._plan_bulk_insert(records, timeline)
@@ -317,6 +324,17 @@ class Writer:
                     self.concurrency.forget_heartbeat(instant.requested_time)
                 return timeline.reload()
         return timeline
+
+    def compact_before_widening(self, timeline: Timeline, data_schema: pa.Schema) -> Timeline:
+        """On a merge-on-read table, a write that widens a column's type (``int`` to ``long``, ...)
+        first compacts every file slice with logs, and returns the timeline after. hudi-rs 0.5
+        cannot merge a log block that holds a column in an older type once the table's schema
+        has also gained a column that block lacks; after the compaction no log block keeps the
+        older type, and later writes log the wider one."""
+        if not self.merge_on_read or not widened_columns(self.table_schema(timeline), data_schema):
+            return timeline
+        compact(self.storage, self.config, self.wc, self.executor, force=True)
+        return timeline.reload()
 
     # ---- planning --------------------------------------------------------------------------
 
@@ -838,6 +856,16 @@ def replaced_file_groups(
         if targets is None or sl.partition_path in targets:
             replaced[sl.partition_path].append(sl.file_id)
     return dict(replaced)
+
+
+def refuse_replacing_buckets(wc: WriteConfig, operation: Operation) -> None:
+    """Raises UnsupportedError for a replacing operation on a bucket-indexed table: its new file
+    groups would have to take the ids of their buckets."""
+    if operation in REPLACING and wc.get(INDEX_TYPE) == "BUCKET":
+        raise UnsupportedError(
+            f"{operation.value.lower()} with hoodie.index.type=BUCKET is not supported: the new "
+            "file groups would have to take their buckets' ids"
+        )
 
 
 def requested_replace_metadata(operation_type: str) -> bytes:
