@@ -2,8 +2,8 @@
 
 Usage: python crash_worker.py <table path> <operation> <crash point> [<batch.parquet>]
 
-Operations: upsert, delete (the batch holds the rows or keys), compaction (runs the pending
-compaction). Crash points:
+Operations: upsert, delete, insert_overwrite (the batch holds the rows or keys), compaction
+(runs the pending compaction). Crash points:
   after_requested   the .requested file is published
   after_inflight    the .inflight file is published
   after_first_file  the first write task finished (tasks run one at a time)
@@ -32,7 +32,7 @@ from shoal.executor.local import LocalExecutor
 from shoal.timeline.timeline import Timeline
 
 CRASH_CODE = 17
-_COMPLETED_SUFFIXES = (".commit", ".deltacommit")
+_COMPLETED_SUFFIXES = (".commit", ".deltacommit", ".replacecommit")
 
 
 def die() -> None:

@@ -1,7 +1,7 @@
 """Crash injection: a writer in a subprocess killed (``os._exit``) at each step of an upsert, a
-delete and a compaction. Afterwards shoal and hudi-rs both read exactly the last committed state;
-the next write rolls the failure back (or the next compaction run redoes it), and the table
-equals the model again, with no file of the failed attempt left behind."""
+delete, an insert_overwrite and a compaction. Afterwards shoal and hudi-rs both read exactly the
+last committed state; the next write rolls the failure back (or the next compaction run redoes
+it), and the table equals the model again, with no file of the failed attempt left behind."""
 
 from __future__ import annotations
 
@@ -140,6 +140,27 @@ def test_killed_upsert(tmp_path, table_type, point):
     assert _data_files(table.path) <= _committed_files(table), "files of the failed write remain"
     assert not any(i.state.name != "COMPLETED" for i in table.instants()), "a pending instant remains"
     assert not list(Path(table.path, ".hoodie").glob("*.tmp")), "a temp file of the failed commit remains"
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+@pytest.mark.parametrize("point", WRITE_POINTS)
+def test_killed_insert_overwrite(tmp_path, table_type, point):
+    """A replace commit killed at each step: until its completed file is published, readers see
+    every replaced file group; the next write rolls it back."""
+    table, model = _table(tmp_path, table_type)
+    overwrite = _batch(range(200, 260, 2), ts=2)  # all in partition sf
+    code = _crash(table.path, "insert_overwrite", point, overwrite, tmp_path)
+    assert code == CRASH_CODE
+    if point == "after_complete":
+        model.rows = {k: r for k, r in model.rows.items() if r["city"] != "sf"}
+        model.upsert(overwrite)
+    _check(table, model, f"after a crash {point}")
+    follow = _batch(range(1, 150, 4), ts=3)
+    table.upsert(follow)
+    model.upsert(follow)
+    _check(table, model, "after the next write")
+    assert _data_files(table.path) <= _committed_files(table), "files of the failed write remain"
+    assert not any(i.state.name != "COMPLETED" for i in table.instants()), "a pending instant remains"
 
 
 @pytest.mark.parametrize("point", ["after_first_file", "mid_file", "before_complete"])
