@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 from rich.console import Console
 from rich.table import Table as RichTable
@@ -176,6 +177,20 @@ def deltalake_merge(work: Path, data: pa.Table, upsert: pa.Table) -> Run | None:
     return merge, fresh_copy
 
 
+def deltalake_overwrite(work: Path, data: pa.Table, rows: pa.Table, predicate: str) -> Run | None:
+    """deltalake's overwrite of the rows matching ``predicate`` with ``rows``, into a fresh copy
+    of the Delta table holding ``data``; None when deltalake is not installed."""
+    merge = deltalake_merge(work, data, rows)  # makes the base table and its copier
+    if merge is None:
+        return None
+    import deltalake
+
+    def overwrite() -> None:
+        deltalake.write_deltalake(str(work / "delta_upsert"), rows, mode="overwrite", predicate=predicate)
+
+    return overwrite, merge[1]
+
+
 def deltalake_merge_seconds(work: Path, data: pa.Table, upsert: pa.Table, repeat: int) -> float | None:
     """Best time of :func:`deltalake_merge`; None when deltalake is not installed."""
     merge = deltalake_merge(work, data, upsert)
@@ -266,6 +281,22 @@ def main() -> None:
         work, base_shoal, "shoal_upsert", data, upsert, args.repeat, results, "upsert", cpu
     )
 
+    # -- insert_overwrite of one partition ----------------------------------------------------
+    # New contents for partition p0 (as many new rows as it holds): shoal's replace commit
+    # against deltalake's overwrite with a partition predicate, each into a fresh copy.
+    refreshed = make_data(int(pc.sum(pc.equal(data["part"], "p0")).as_py()), seed=9)
+    refreshed = refreshed.set_column(1, "part", pa.array(["p0"] * refreshed.num_rows))
+    overwrite_runs: dict[str, Run] = {
+        "overwrite.shoal": (
+            lambda: shoal.Table(str(work / "shoal_upsert")).insert_overwrite(refreshed),
+            copy_shoal,
+        )
+    }
+    delta_overwrite = deltalake_overwrite(work, data, refreshed, "part = 'p0'")
+    if delta_overwrite is not None:
+        overwrite_runs["overwrite.deltalake"] = delta_overwrite
+    record(timed_alternately(overwrite_runs, args.repeat), results, cpu)
+
     # -- snapshot read ----------------------------------------------------------------------
     copy_shoal()
     shoal.Table(str(work / "shoal_upsert")).upsert(upsert)
@@ -289,6 +320,11 @@ def main() -> None:
     ratios = {
         "bulk_insert: shoal / pyarrow.write_dataset": ("bulk_insert.shoal", "bulk_insert.pyarrow", "<= 1.5"),
         "upsert: shoal / deltalake merge": ("upsert.shoal", "upsert.deltalake", "<= 0.7"),
+        "insert_overwrite of a partition: shoal / deltalake overwrite": (
+            "overwrite.shoal",
+            "overwrite.deltalake",
+            "-",
+        ),
         "snapshot read: shoal / hudi-rs": ("read.shoal", "read.hudi-rs", "-"),
         "snapshot read: shoal / pyarrow dataset": ("read.shoal", "read.pyarrow", "-"),
     }
