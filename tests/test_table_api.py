@@ -686,3 +686,35 @@ def test_a_stream_batch_that_widens_a_type_inside_a_checkpoint_is_refused(tmp_pa
     writer.close()
     assert table.read().column("n").to_pylist() == [2**40]
     assert hudi_rs_read(str(tmp_path / "t")).column("n").to_pylist() == [2**40]
+
+
+def test_hudi_job_options_that_tune_hudis_engine_are_accepted(tmp_path):
+    """A Hudi job's configuration runs unchanged: its parallelism and row-writer settings (which
+    size Hudi's own Spark stages) are checked and ignored, and its metastore sync settings are
+    taken while the sync is off. Turning a sync on is refused: shoal does not sync."""
+    hudi_job = {
+        "hoodie.upsert.shuffle.parallelism": "200",
+        "hoodie.insert.shuffle.parallelism": "200",
+        "hoodie.bulkinsert.shuffle.parallelism": "8",
+        "hoodie.datasource.write.row.writer.enable": "true",
+        "hoodie.datasource.hive_sync.enable": "false",
+        "hoodie.datasource.hive_sync.database": "default",
+        "hoodie.datasource.hive_sync.table": "trips",
+        "hoodie.datasource.hive_sync.partition_fields": "city",
+    }
+    path = str(tmp_path / "t")
+    table = shoal.Table.create(
+        path, "t", record_key="id", partition_by="city", ordering_field="ts", options=hudi_job
+    )
+    table.upsert(_trips(range(5)), options=hudi_job)
+    assert rows_by(hudi_rs_read(path), ["id"], ["id"]) == [{"id": i} for i in range(5)]
+    before = table.instants()
+    for bad, match in (
+        ({"hoodie.datasource.hive_sync.enable": "true"}, "does not sync tables to a metastore"),
+        ({"hoodie.datasource.meta.sync.enable": "true"}, "does not sync tables to a metastore"),
+        ({"hoodie.upsert.shuffle.parallelism": "many"}, "hoodie.upsert.shuffle.parallelism"),
+        ({"hoodie.upsert.shufle.parallelism": "8"}, "did you mean 'hoodie.upsert.shuffle.parallelism'"),
+    ):
+        with pytest.raises(shoal.InvalidOptionError, match=match):
+            table.upsert(_trips([9]), options=bad)
+    assert table.instants() == before

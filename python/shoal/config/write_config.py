@@ -292,6 +292,40 @@ METADATA_ENABLE = _opt(
     "The metadata table; shoal keeps it disabled and only accepts false.",
 )
 MARKERS_TYPE = _opt("hoodie.write.markers.type", "DIRECT", _choice("DIRECT"), "Marker style.")
+
+# -- Hudi engine tuning: accepted so that Hudi job configurations run unchanged, and ignored -----
+# They size the stages of Hudi's own Spark jobs; shoal sizes its tasks from the data (README,
+# "Writing with Spark"). Their values are still checked.
+for _k in (
+    "hoodie.upsert.shuffle.parallelism",
+    "hoodie.insert.shuffle.parallelism",
+    "hoodie.bulkinsert.shuffle.parallelism",
+    "hoodie.delete.shuffle.parallelism",
+    "hoodie.bloom.index.parallelism",
+    "hoodie.simple.index.parallelism",
+    "hoodie.global.simple.index.parallelism",
+    "hoodie.finalize.write.parallelism",
+    "hoodie.cleaner.parallelism",
+):
+    _opt(_k, "0", _non_negative_int, "Ignored by shoal, which sizes its tasks itself.")
+for _k in ("hoodie.datasource.write.row.writer.enable", "hoodie.embed.timeline.server"):
+    _opt(_k, None, _bool, "Ignored by shoal (a Hudi engine setting).")
+
+
+def _no_meta_sync(v: str) -> bool:
+    if _bool(v):
+        raise ValueError(
+            "shoal does not sync tables to a metastore (Hive, Glue, ...); register the table path "
+            "with the catalog yourself"
+        )
+    return False
+
+
+META_SYNC_ENABLE = _opt("hoodie.datasource.meta.sync.enable", "false", _no_meta_sync, "Only false.")
+HIVE_SYNC_ENABLE = _opt("hoodie.datasource.hive_sync.enable", "false", _no_meta_sync, "Only false.")
+# The other hoodie.datasource.hive_sync.* settings name what a sync would write; with the sync
+# off they do nothing, so any is accepted.
+_META_SYNC_PREFIX = "hoodie.datasource.hive_sync."
 SCHEMA_ON_WRITE_ADD_COLUMNS = _opt(
     "hoodie.datasource.write.reconcile.schema",
     "false",
@@ -593,6 +627,8 @@ class WriteConfig:
     @staticmethod
     def _check(key: str, value: Any) -> None:
         opt = _OPTIONS.get(key)
+        if opt is None and key.startswith(_META_SYNC_PREFIX):
+            return
         if opt is None:
             close = difflib.get_close_matches(key, _OPTIONS, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
