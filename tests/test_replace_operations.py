@@ -155,8 +155,13 @@ def test_hive_style_partitions_and_the_cli(tmp_path, capsys):
     table.upsert(_rows(range(10), ["sf", "nyc"]))
     with pytest.raises(InvalidArgumentError, match="as stored"):
         table.delete_partitions(["sf"])
+    groups = sorted(sl.file_id for sl in table.file_slices() if sl.partition_path == "city=sf")
     assert main(["delete-partition", str(path), "city=sf"]) == 0
     assert "replace commit" in capsys.readouterr().out
+    assert main(["commit", str(path)]) == 0
+    shown = capsys.readouterr().out
+    assert "DELETE_PARTITION" in shown and f"replaced in city=sf: {len(groups)} file group(s)" in shown
+    assert all(g in shown.replace("\n", "") for g in groups)
     assert {r["city"] for r in _both(path)} == {"nyc"}
 
 

@@ -257,6 +257,11 @@ def _commit(args: argparse.Namespace) -> int:
         counts = (s.numWrites, s.numUpdateWrites, s.numInserts, s.numDeletes, s.totalWriteBytes)
         out.add_row(s.partitionPath or "", name, *(f"{c:,}" for c in counts))
     console.print(out)
+    # A replace commit (overwrite, partition delete, clustering) also retires whole file groups.
+    for partition, ids in sorted(metadata.replaced_file_ids().items()):
+        console.print(
+            f"replaced in {partition or '(table root)'}: {len(ids)} file group(s): {', '.join(sorted(ids))}"
+        )
     # The schema is the table's, shown by `info`; the rest is what writers recorded (checkpoints).
     extra = {k: v for k, v in (metadata.extra_metadata or {}).items() if k != "schema"}
     for key, value in sorted(extra.items()):
