@@ -11,7 +11,9 @@ that cuts each batch by a route value and packs each route's records as one Arro
 shuffle of those packed rows into 4 tasks sorted by route, and a ``mapInArrow`` that unpacks and
 counts them; and the key pass alone (a ``mapInArrow`` over the key columns, one task per core).
 The key pass plus the packed shuffle is the floor under a write that shuffles its records to
-Python write tasks.
+Python write tasks. Last, a route computed by Spark alone (a broadcast join of half the keys with
+their routes, a hash for the rest), then the shuffle of rows sorted by route and a ``mapInArrow``:
+the floor of a write whose routes the JVM could compute from a tagging pass's results.
 """
 
 from __future__ import annotations
@@ -100,6 +102,13 @@ def main() -> None:
     udf = arrow_udf(route, IntegerType())  # type: ignore[call-overload]
     keys = F.struct("key", "part")
 
+    # Half the records' keys with a route each, as a tagging pass could hand them to the JVM: a
+    # route computed by Spark alone (a broadcast join for these, a hash for the others).
+    tagged = upsert.select(["key"]).take(pa.array(np.arange(0, upsert.num_rows, 2)))
+    tagged = tagged.append_column("t", pa.array(np.arange(tagged.num_rows) % 30, pa.int32()))
+    tags = spark.createDataFrame(tagged.to_pandas()).cache()
+    tags.count()
+
     def noop(frame):  # type: ignore[no-untyped-def]
         frame.write.format("noop").mode("overwrite").save()
 
@@ -124,6 +133,21 @@ def main() -> None:
             df.withColumn("r", udf(keys))
             .repartition(4, "r")
             .sortWithinPartitions("r")
+            .mapInArrow(count_rows, COUNT_SCHEMA)
+            .collect()
+        ),
+        "route in the JVM (broadcast join + hash) + shuffle into 4 sorted + mapInArrow": lambda: (
+            df.join(F.broadcast(tags), "key", "left")
+            .withColumn("r", F.coalesce(F.col("t"), F.abs(F.hash("key")) % 30))
+            .repartition(4, "r")
+            .sortWithinPartitions("r")
+            .mapInArrow(count_rows, COUNT_SCHEMA)
+            .collect()
+        ),
+        "route in the JVM (broadcast join + hash) + shuffle into 4 + mapInArrow (unsorted)": lambda: (
+            df.join(F.broadcast(tags), "key", "left")
+            .withColumn("r", F.coalesce(F.col("t"), F.abs(F.hash("key")) % 30))
+            .repartition(4, "r")
             .mapInArrow(count_rows, COUNT_SCHEMA)
             .collect()
         ),
