@@ -210,3 +210,28 @@ def test_a_merge_reads_a_base_file_whose_only_row_group_is_empty(tmp_path):
     want = rows_by(_rows([2], 11), COLUMNS, ["id"])
     assert rows_by(table.read(), COLUMNS, ["id"]) == want
     assert rows_by(hudi_rs_read(str(tmp_path / "m")), COLUMNS, ["id"]) == want
+
+
+@pytest.mark.parametrize(
+    ("ordering_type", "survives"),
+    [
+        # A Long 0 is an ordering value: the late soft delete loses to the stored ts 10.
+        (pa.int64(), True),
+        # An Integer 0 stands for "no ordering value" in Java: that delete always applies.
+        (pa.int32(), False),
+    ],
+)
+def test_a_soft_delete_with_ordering_value_zero(tmp_path, ordering_type, survives):
+    """Java's rule for logged deletes (processNextDeletedRecord: ``!val.equals(0) &&
+    isSameClass``) tells an Integer 0 from a Long 0; shoal and hudi-rs agree on both."""
+    table = _table(tmp_path)
+
+    def rows(ts, deleted):
+        data = _rows([1], ts, deleted=deleted)
+        return data.set_column(data.schema.get_field_index("ts"), "ts", pa.array([ts], ordering_type))
+
+    table.upsert(rows(10, False))
+    table.upsert(rows(0, True))
+    want = rows_by(rows(10, False).drop_columns(["_hoodie_is_deleted"]), COLUMNS, ["id"]) if survives else []
+    assert rows_by(table.read(), COLUMNS, ["id"]) == want
+    assert rows_by(hudi_rs_read(str(tmp_path / "m")), COLUMNS, ["id"]) == want

@@ -25,6 +25,7 @@ RECORD_KEY = "_hoodie_record_key"
 # Entry kinds understood by the merge kernel.
 KIND_RECORD, KIND_ORDERED_DELETE, KIND_DELETE = 0, 1, 2
 # Dense-union type ids of LogBlock.deletes() ordering values (Java's wrapper branches).
+_INT_WRAPPER, _LONG_WRAPPER, _DOUBLE_WRAPPER = 2, 3, 5
 _WRAPPER_KIND = {
     1: "bool",
     2: "int",
@@ -218,8 +219,10 @@ def _delete_ordering(
     union: pa.Array, base: pa.Table | None, ordering_field: str | None
 ) -> tuple[pa.Array | None, pa.Array]:
     """Delete entries' ordering values in the ordering field's type, and their kinds: a delete
-    orders against records only when its wrapper matches the field's type and is not the
-    default ``0`` (Java's ``processNextDeletedRecord``); otherwise it always applies."""
+    orders against records only when its wrapper holds the Java class the field's values have
+    (an Integer for an Avro int, a Long for a long, ...), and is not the Integer ``0`` that
+    stands for "no ordering value" (Java's ``processNextDeletedRecord``: ``!val.equals(0) &&
+    isSameClass``); otherwise it always applies. A Long ``0`` is an ordering value."""
     n = len(union)
     kinds = np.full(n, KIND_DELETE, dtype=np.int8)
     if ordering_field is None or base is None or ordering_field not in base.column_names:
@@ -238,7 +241,9 @@ def _delete_ordering(
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             continue
         nonzero = (
-            pc.fill_null(pc.not_equal(child, pa.scalar(0).cast(target)), True) if _numeric(target) else None
+            pc.fill_null(pc.not_equal(child, pa.scalar(0).cast(target)), True)
+            if code == _INT_WRAPPER
+            else None
         )
         mask = np.zeros(n, dtype=bool)
         mask[rows] = True if nonzero is None else nonzero.to_numpy(zero_copy_only=False)
@@ -249,16 +254,14 @@ def _delete_ordering(
     return values, pa.array(kinds)
 
 
-def _numeric(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
-
-
 def _wrapper_matches(code: int, target: pa.DataType) -> bool:
     kind = _WRAPPER_KIND.get(code)
     if kind == "int":
-        return pa.types.is_integer(target)
+        # IntWrapper holds an Integer (an Avro int), LongWrapper a Long.
+        wide = pa.types.is_integer(target) and target.bit_width == 64
+        return pa.types.is_integer(target) and wide == (code == _LONG_WRAPPER)
     if kind == "float":
-        return pa.types.is_floating(target)
+        return pa.types.is_floating(target) and (target.bit_width == 64) == (code == _DOUBLE_WRAPPER)
     if kind == "string":
         return pa.types.is_string(target) or pa.types.is_large_string(target)
     if kind == "timestamp":
