@@ -364,3 +364,38 @@ def test_a_write_after_a_crashed_restore_finishes_it_first(tmp_path, monkeypatch
     expected = sorted([*b.as_of[sp], {"id": 999, "part": "p0", "ts": 99, "v": "new"}], key=lambda r: r["id"])
     assert _rows(b.t.read()) == expected
     assert _rows(hudi_rs_read(b.t.path)) == expected
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_restore_to_the_only_commit_left_keeps_the_archived_ones(tmp_path, table_type):
+    """Commits archived before a savepoint stay committed when a restore leaves only the
+    savepointed commit on the timeline: their files, which no later commit replaced, are read
+    (by shoal and hudi-rs) as Hudi's file-system view reads them."""
+    path = str(tmp_path / "t")
+    options = {
+        **NO_AUTO_CLEAN,
+        "hoodie.archive.automatic": "false",
+        "hoodie.cleaner.commits.retained": "1",
+        "hoodie.keep.min.commits": "2",
+        "hoodie.keep.max.commits": "3",
+    }
+    t = shoal.Table.create(
+        path, "r", table_type, record_key="id", partition_by="part", ordering_field="ts", options=options
+    )
+    first = [{"id": i, "part": f"p{i % 2}", "ts": 1, "v": "a"} for i in range(10)]
+    t.insert(pa.Table.from_pylist(first))
+    second = [{"id": i, "part": "p1", "ts": 2, "v": "b"} for i in range(1, 10, 2)]
+    t.upsert(pa.Table.from_pylist(second))  # only partition p1
+    saved = t.savepoint()
+    for ts in range(3, 7):
+        t.upsert(pa.Table.from_pylist([{"id": 1, "part": "p1", "ts": ts, "v": f"c{ts}"}]))
+    t.archive()
+    assert first_commit_archived(t)
+    t.restore(saved)
+    want = sorted([r for r in first if r["part"] == "p0"] + second, key=lambda r: r["id"])
+    assert rows_by(t.read(), COLUMNS, ["id"]) == want
+    assert rows_by(hudi_rs_read(path), COLUMNS, ["id"]) == want
+
+
+def first_commit_archived(t: shoal.Table) -> bool:
+    return len([i for i in t.instants() if i.action in (Action.COMMIT, Action.DELTA_COMMIT)]) < 6

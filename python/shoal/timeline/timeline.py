@@ -100,12 +100,18 @@ class Timeline:
         Not simply the first instant: clean and rollback instants are archived by their own
         counts and can be older than archived commits, and with ``hoodie.archive.beyond.savepoint``
         a savepointed commit stays while later ones are archived (Hudi's
-        ``getFirstNonSavepointCommit``)."""
+        ``getFirstNonSavepointCommit``). When every data instant is savepointed (a restore to the
+        latest savepoint leaves only it), the first of them: the commits archived before it stay
+        committed, as in Hudi's file-system view, whose commit timeline holds no savepoints."""
         savepointed = {i.requested_time for i in self.instants if i.action == Action.SAVEPOINT}
+        first_savepointed = None
         for i in self.instants:
-            if i.action in DATA_ACTIONS and i.requested_time not in savepointed:
+            if i.action not in DATA_ACTIONS:
+                continue
+            if i.requested_time not in savepointed:
                 return i.requested_time
-        return None
+            first_savepointed = first_savepointed or i.requested_time
+        return first_savepointed
 
     def is_completed_or_before_start(self, instant_time: str) -> bool:
         """True if the instant completed, or predates the active timeline (so it was archived)."""
