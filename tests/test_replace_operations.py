@@ -115,6 +115,24 @@ def test_insert_overwrite_table_and_delete_partitions(tmp_path, table_type):
     assert _both(tmp_path / "t") == []
 
 
+def test_delete_partitions_by_pattern(tmp_path):
+    """A ``*`` in a partition path matches any characters, ``/`` included (Hudi's
+    partitions.to.delete): dates of a month go at once; a pattern may match nothing."""
+    table = _table(tmp_path / "t")
+    days = ["2023/01/30", "2023/01/31", "2023/02/01", "2024/01/31"]
+    table.upsert(_rows(range(40), days))
+    table.delete_partitions(["2023/01/*", "2022*"])
+    assert {r["city"] for r in _both(tmp_path / "t")} == {"2023/02/01", "2024/01/31"}
+    completed = json.loads(
+        (tmp_path / "t" / ".hoodie" / f"{table.latest_instant()}.replacecommit").read_text()
+    )
+    assert set(completed["partitionToReplaceFileIds"]) == {"2023/01/30", "2023/01/31"}
+    table.delete_partitions(["*/01/31"])
+    assert {r["city"] for r in _both(tmp_path / "t")} == {"2023/02/01"}
+    with pytest.raises(InvalidArgumentError, match="'2023/02/02'"):
+        table.delete_partitions(["2023/02/02", "2023/*"])
+
+
 def test_rollback_and_clean_of_a_replace_commit(tmp_path):
     table = _table(
         tmp_path / "t", **{"hoodie.cleaner.commits.retained": "1", "hoodie.clean.automatic": "false"}

@@ -262,9 +262,10 @@ class Table:
 
     def delete_partitions(self, partitions: Sequence[str], options: Mapping[str, Any] | None = None) -> str:
         """Deletes whole partitions (Hudi's ``delete_partition``), named by their paths as
-        stored (``"city=sf"`` under hive-style partitioning): one replace commit; the cleaner
-        removes their files later, so time travel and incremental reads before it still work.
-        Returns the instant time. Raises InvalidArgumentError for a path that is not a partition."""
+        stored (``"city=sf"`` under hive-style partitioning; a ``*`` matches any characters, as
+        in ``"dt=2023-*"``): one replace commit; the cleaner removes their files later, so time
+        travel and incremental reads before it still work. Returns the instant time. Raises
+        InvalidArgumentError for a path without ``*`` that is not a partition."""
         if isinstance(partitions, str):
             partitions = [partitions]
         return self._writer(options).delete_partitions(list(partitions)).instant

@@ -211,7 +211,7 @@ def _delete_partition(args: argparse.Namespace) -> int:
     t = _table(args)
     instant = t.delete_partitions(args.partitions)
     console.print(
-        f"deleted {len(args.partitions)} partition(s) in replace commit {instant}; "
+        f"deleted {', '.join(args.partitions)} in replace commit {instant}; "
         "the cleaner removes their files once they fall out of retention"
     )
     return 0
@@ -346,7 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=_savepoints)
     p = command("delete-partition", help="delete whole partitions (a replace commit)")
     p.add_argument("path")
-    p.add_argument("partitions", nargs="+", help="partition paths as stored, e.g. city=sf")
+    p.add_argument(
+        "partitions", nargs="+", help="partition paths as stored, e.g. city=sf; * matches any characters"
+    )
     p.set_defaults(fn=_delete_partition)
     p = command("restore", help="roll the table back to a savepoint")
     p.add_argument("path")

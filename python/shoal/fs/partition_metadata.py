@@ -29,3 +29,13 @@ def is_partition(storage: Storage, partition_path: str) -> bool:
     (as a properties file, or in the base file format Hudi can write it in)."""
     rel = f"{partition_path}/{PARTITION_METADATA_FILE}" if partition_path else PARTITION_METADATA_FILE
     return any(storage.exists(rel + suffix) for suffix in ("", ".parquet", ".orc"))
+
+
+def partition_paths(storage: Storage) -> list[str]:
+    """Every partition of the table: the directories that hold the marker (the table's root for
+    a table without partitions)."""
+    found = set()
+    for f in storage.list_files("", recursive=True):
+        if f.name.startswith(PARTITION_METADATA_FILE) and not f.path.startswith(".hoodie/"):
+            found.add(f.path.rsplit("/", 1)[0] if "/" in f.path else "")
+    return sorted(found)

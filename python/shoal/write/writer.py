@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ from shoal.errors import CommitConflictError, InvalidArgumentError, InvalidOptio
 from shoal.executor.base import Executor
 from shoal.executor.local import LocalExecutor
 from shoal.fs.markers import delete_markers, list_marked_files, reconcile_against_markers
-from shoal.fs.partition_metadata import ensure_partition_metadata, is_partition
+from shoal.fs.partition_metadata import ensure_partition_metadata, is_partition, partition_paths
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bloom import BloomIndex
@@ -878,14 +879,23 @@ def requested_replace_metadata(operation_type: str) -> bytes:
 
 
 def _known_partitions(storage: Storage, partitions: Sequence[str]) -> list[str]:
-    """``partitions`` (paths as stored), each checked to be one of the table's partitions."""
-    unknown = [p for p in partitions if not is_partition(storage, p)]
+    """``partitions`` (paths as stored), each checked to be one of the table's partitions. A
+    ``*`` matches any characters, ``/`` included, as in Hudi's partitions.to.delete: a pattern
+    names every partition it matches (possibly none)."""
+    patterns = [p for p in partitions if "*" in p]
+    unknown = [p for p in partitions if "*" not in p and not is_partition(storage, p)]
     if unknown:
         raise InvalidArgumentError(
             f"not partitions of the table: {', '.join(repr(p) for p in unknown[:5])} (give partition "
             "paths as stored, e.g. 'city=sf' for hive-style partitioning)"
         )
-    return list(dict.fromkeys(partitions))
+    named = [p for p in partitions if "*" not in p]
+    if patterns:
+        every = partition_paths(storage)
+        for pattern in patterns:
+            regex = re.compile(".*".join(re.escape(piece) for piece in pattern.split("*")))
+            named += [p for p in every if regex.fullmatch(p)]
+    return list(dict.fromkeys(named))
 
 
 def refuse_global_index(wc: WriteConfig, operation: Operation, path: str) -> None:
