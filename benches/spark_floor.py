@@ -108,6 +108,9 @@ def main() -> None:
     tagged = tagged.append_column("t", pa.array(np.arange(tagged.num_rows) % 30, pa.int32()))
     tags = spark.createDataFrame(tagged.to_pandas()).cache()
     tags.count()
+    jvm_routed = df.join(F.broadcast(tags), "key", "left").withColumn(
+        "r", F.coalesce(F.col("t"), F.abs(F.hash("key")) % 30)
+    )
 
     def noop(frame):  # type: ignore[no-untyped-def]
         frame.write.format("noop").mode("overwrite").save()
@@ -137,19 +140,13 @@ def main() -> None:
             .collect()
         ),
         "route in the JVM (broadcast join + hash) + shuffle into 4 sorted + mapInArrow": lambda: (
-            df.join(F.broadcast(tags), "key", "left")
-            .withColumn("r", F.coalesce(F.col("t"), F.abs(F.hash("key")) % 30))
-            .repartition(4, "r")
+            jvm_routed.repartition(4, "r")
             .sortWithinPartitions("r")
             .mapInArrow(count_rows, COUNT_SCHEMA)
             .collect()
         ),
         "route in the JVM (broadcast join + hash) + shuffle into 4 + mapInArrow (unsorted)": lambda: (
-            df.join(F.broadcast(tags), "key", "left")
-            .withColumn("r", F.coalesce(F.col("t"), F.abs(F.hash("key")) % 30))
-            .repartition(4, "r")
-            .mapInArrow(count_rows, COUNT_SCHEMA)
-            .collect()
+            jvm_routed.repartition(4, "r").mapInArrow(count_rows, COUNT_SCHEMA).collect()
         ),
         "key pass (key columns, one task per core)": lambda: (
             df.select("key", "part").coalesce(2).mapInArrow(count_rows, COUNT_SCHEMA).collect()

@@ -128,7 +128,6 @@ from shoal.write.schema import (
     normalize_types,
     reconcile,
     strip_meta_columns,
-    widened_columns,
 )
 from shoal.write.writer import (
     REPLACING,
@@ -510,9 +509,8 @@ class SparkWrite:
 
         # Nothing on the timeline changed so far: bad input failed above.
         timeline = writer.rollback_failed_writes(timeline)
-        if writer.merge_on_read and widened_columns(table_schema, data_schema) and not self._compacted:
-            # The compaction rewrites the base files the count pass tagged against: plan again.
-            writer.compact_before_widening(timeline, data_schema)
+        if not self._compacted and writer.compact_before_widening(timeline, data_schema) is not timeline:
+            # The compaction rewrote the base files the count pass tagged against: plan again.
             self._compacted = True
             return self._run(df)
         view = FileSystemView(storage, timeline)

@@ -328,7 +328,8 @@ class Writer:
 
     def compact_before_widening(self, timeline: Timeline, data_schema: pa.Schema) -> Timeline:
         """On a merge-on-read table, a write that widens a column's type (``int`` to ``long``, ...)
-        first compacts every file slice with logs, and returns the timeline after. hudi-rs 0.5
+        first compacts every file slice with logs, and returns the timeline after (``timeline``
+        itself when nothing was compacted). hudi-rs 0.5
         cannot merge a log block that holds a column in an older type once the table's schema
         has also gained a column that block lacks; after the compaction no log block keeps the
         older type, and later writes log the wider one."""
