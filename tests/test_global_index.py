@@ -302,6 +302,98 @@ def test_shoal_spark_write_gives_the_table_a_local_write_gives(spark, tmp_path: 
     assert len(shoal.Table(spark_path).instants()) == len(batches)
 
 
+class _SparkWrites:
+    """The writes of ``_run`` through shoal.spark.write, with the options the table was created with."""
+
+    def __init__(self, spark, path: str, options: dict[str, str]) -> None:
+        self.spark, self.path, self.options = spark, path, options
+        self.results: list = []
+
+    def _write(self, data: pa.Table, operation: str) -> None:
+        import shoal.spark
+
+        frame = self.spark.createDataFrame(data)
+        self.results.append(shoal.spark.write(frame, self.path, operation, self.options))
+
+    def insert(self, data: pa.Table) -> None:
+        self._write(data, "insert")
+
+    def upsert(self, data: pa.Table) -> None:
+        self._write(data, "upsert")
+
+    def delete(self, data: pa.Table) -> None:
+        self._write(data, "delete")
+
+    def read(self) -> pa.Table:
+        return shoal.Table(self.path).read()
+
+
+@pytest.mark.parametrize(
+    ("table_type", "index", "move", "ordering"),
+    [
+        ("COPY_ON_WRITE", "GLOBAL_BLOOM", True, "EVENT_TIME_ORDERING"),
+        ("MERGE_ON_READ", "GLOBAL_SIMPLE", False, "EVENT_TIME_ORDERING"),
+        ("MERGE_ON_READ", "GLOBAL_BLOOM", True, "COMMIT_TIME_ORDERING"),
+    ],
+)
+def test_spark_writes_against_the_model(spark, tmp_path, table_type, index, move, ordering):
+    """The model's random sequences through shoal.spark.write: the keys come to the driver,
+    the records stay in Spark (a key pass, then the route pass and the write tasks)."""
+    path = str(tmp_path / "t")
+    _create(path, table_type, index, move, ordering)
+    update_option = f"hoodie.{'simple' if index == 'GLOBAL_SIMPLE' else 'bloom'}.index.update.partition.path"
+    options = {
+        "hoodie.index.type": index,
+        update_option: str(move).lower(),
+        "hoodie.record.merge.mode": ordering,
+        **SMALL_FILES,
+    }
+    writes = _SparkWrites(spark, path, options)
+    _run(path, writes, GlobalModel(move, ordering == "EVENT_TIME_ORDERING"), seed=11, steps=12)  # type: ignore[arg-type]
+    # Every upsert and delete ran the key pass: no write collected its records on the driver.
+    looked_up = [r for r in writes.results if r.operation.value in ("UPSERT", "DELETE")]
+    assert looked_up and all("keys" in r.timings and "collect" not in r.timings for r in looked_up)
+    assert data_files(path) <= committed_paths(path)
+
+
+@pytest.mark.parametrize("operation", ["upsert", "insert"])
+def test_spark_writes_that_keep_repeated_keys(spark, tmp_path, operation):
+    """Without deduplication, records of one key in a batch may go different ways, which a plan
+    by key cannot say: such a batch is planned on the driver, whole, as a local write plans it
+    (the same rows as shoal.Table, read by hudi-rs); a batch without repeats runs the key pass."""
+    import shoal.spark
+
+    options = {"hoodie.index.type": "GLOBAL_BLOOM", **SMALL_FILES}
+    if operation == "upsert":
+        options["hoodie.combine.before.upsert"] = "false"
+    else:
+        options["hoodie.merge.allow.duplicate.on.inserts"] = "false"
+    first = [{"id": i, "city": CITIES[i % 4], "ts": 1, "v": "a"} for i in range(20)]
+    distinct = [{"id": i, "city": CITIES[(i + 1) % 4], "ts": 2, "v": "b"} for i in range(0, 20, 4)]
+    repeated = [
+        {"id": 3, "city": "paris", "ts": 3, "v": "c"},
+        {"id": 3, "city": "sf", "ts": 3, "v": "d"},
+        {"id": 30, "city": "nyc", "ts": 3, "v": "e"},
+    ]
+    read = {}
+    for name in ("local", "spark"):
+        path = str(tmp_path / name)
+        table = _create(path, "MERGE_ON_READ", "GLOBAL_BLOOM", True, "EVENT_TIME_ORDERING")
+        for batch in (first, distinct, repeated):
+            data = pa.Table.from_pylist(batch, schema=_schema(soft_deletes=False))
+            if name == "local":
+                getattr(table, operation)(data, options=options)
+                continue
+            result = shoal.spark.write(spark.createDataFrame(data), path, operation, options)
+            if batch is distinct:
+                assert "keys" in result.timings and "collect" not in result.timings
+            elif batch is repeated:
+                assert "collect" in result.timings
+        read[name] = rows_by(hudi_rs_read(path), COLUMNS, ["id", "v"])
+    assert read["spark"] == read["local"]
+    assert rows_by(shoal.Table(str(tmp_path / "spark")).read(), COLUMNS, ["id", "v"]) == read["local"]
+
+
 def test_the_streaming_writer_refuses_a_global_index(tmp_path):
     table = _create(str(tmp_path / "t"), "MERGE_ON_READ", "GLOBAL_SIMPLE", True, "EVENT_TIME_ORDERING")
     for operation in ("upsert", "delete"):

@@ -37,6 +37,11 @@ is the expensive direction: /work/shared/spec/SPARK_NOTES.md):
 5. *commit* on the driver (``Writer.commit``): files of failed or speculative attempts, which
    carry markers but are in no returned stat, are deleted first.
 
+With a global index (``GLOBAL_BLOOM``, ``GLOBAL_SIMPLE``) the first pass is a key pass instead:
+the keys, partition paths, operations and ordering values of every record come to the driver,
+which deduplicates and tags them as the local writer does and plans by key
+(``shoal.spark.global_keys``).
+
 With the bucket index (``hoodie.index.type=BUCKET``, ``shoal.index.bucket``) no file is read
 and no tag is carried: the count tasks hash each key to its bucket number (Hudi's
 ``BucketIdentifier``, vectorised) and return counts per (partition, bucket, operation); the
@@ -77,7 +82,7 @@ import pyarrow.parquet as pq
 from pyspark import TaskContext
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -100,9 +105,10 @@ from shoal.index.bloom import BloomIndex
 from shoal.index.bucket import BucketIndex, bucket_ids, bucket_of_file
 from shoal.index.footer import KeyFooter, read_key_footer
 from shoal.index.membership import held_by
-from shoal.keygen import KeyGenerator, key_generator_from_properties
 from shoal.services.compaction import base_file_options
 from shoal.spark.executor import SparkExecutor, name_attempt, spark_job
+from shoal.spark.global_keys import GlobalRoutePlan, key_pass_schema, key_task, plan_global
+from shoal.spark.keying import BucketLayout, KeySpec, chunked, keyed_columns, task_keygen
 from shoal.spark.keys import KeyMap, key_hash
 from shoal.spark.packing import (
     PACKED_SCHEMA,
@@ -115,18 +121,17 @@ from shoal.spark.packing import (
     unpack,
 )
 from shoal.table import Table
-from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_SOFT_DELETE, OP_UPSERT, CowWriteSpec
+from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_UPSERT, CowWriteSpec
 from shoal.tasks.mor_append import LogAppendSpec
 from shoal.timeline.commit_metadata import NULL_COMMIT, WriteStat
 from shoal.timeline.lock import WRITE, table_lock
 from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import Assignment, Bucket, BucketAssigner
 from shoal.write.gather import take_rows
-from shoal.write.prepare import PARTITION_PATH, RECORD_KEY, add_keys, deleted_mask, validate_keys
+from shoal.write.prepare import PARTITION_PATH, RECORD_KEY
 from shoal.write.schema import (
     IS_DELETED_COLUMN,
     normalize_types,
-    reconcile,
     strip_meta_columns,
 )
 from shoal.write.writer import (
@@ -234,8 +239,6 @@ def _write(
     table = open_or_create(path, table_type, hoodie, SparkExecutor(spark))
     if op == Operation.DELETE_PARTITION:
         return _delete_partitions(df, table)
-    if table.write_config.global_index and looks_up_keys(table.write_config, op):
-        return _write_planned_on_the_driver(df, table, op)
     return SparkWrite(spark, table, op, after_task_write).run(df)
 
 
@@ -256,10 +259,10 @@ def _delete_partitions(df: DataFrame, table: Table) -> WriteResult:
 
 
 def _write_planned_on_the_driver(df: DataFrame, table: Table, operation: Operation) -> WriteResult:
-    """A write with a global index: every key is looked up in every partition before any record
-    is routed, and a record that moves becomes two (a delete where it was, an insert where it
-    goes). The batch comes to the driver, which plans it as a ``shoal.Table`` write does; the
-    write tasks run on Spark, one per bucket. The driver's memory bounds the batch."""
+    """A global index write whose records of one key may go different ways (it does not
+    deduplicate, and a key repeats): the batch comes to the driver, which plans it as a
+    ``shoal.Table`` write does; the write tasks run on Spark, one per bucket. The driver's memory
+    bounds the batch. Other global index writes bring only their keys (``shoal.spark.global_keys``)."""
     started = time.perf_counter()
     data = df.toArrow()
     collected = time.perf_counter()
@@ -359,35 +362,6 @@ def _fields(text: str) -> list[str]:
 
 
 @dataclass(frozen=True)
-class KeySpec:
-    """What the count and route passes need to key and tag records, as plain data."""
-
-    base_uri: str
-    operation: Operation
-    table_properties: dict[str, str]
-    write_options: dict[str, str]
-    # The input columns that key generation reads, and whether rows mark deletes
-    # (``_hoodie_is_deleted``) among them.
-    columns: tuple[str, ...]
-    # Key columns of the table schema, to reconcile the key columns as the write task will.
-    key_schema: pa.Schema | None
-    # Whether to tag (an index lookup is needed), and the token of this write's broadcasts.
-    tag: bool
-    write_token: str
-    # With hoodie.index.type=BUCKET: how the tasks compute a key's bucket (then ``tag`` is false).
-    buckets: BucketLayout | None = None
-
-
-@dataclass(frozen=True)
-class BucketLayout:
-    """The bucket index's hashing, as plain data: a record's bucket is
-    ``bucket_ids(key, hash_fields, num_buckets)``."""
-
-    hash_fields: tuple[str, ...]
-    num_buckets: int
-
-
-@dataclass(frozen=True)
 class TagContext:
     """Broadcast to the count and route passes: the latest slices of every partition and their
     base files' key footers (min key, max key, bloom filter as in the footer, bloom type code)."""
@@ -439,6 +413,27 @@ class BucketTaskSpec:
     stray_targets: tuple[int | None, ...] = ()
 
 
+@dataclass(frozen=True)
+class _Planned:
+    """A write planned on the driver, before its instant starts: its buckets, what each takes,
+    and how the route pass finds them."""
+
+    view: FileSystemView
+    assignment: Assignment
+    avg_record_size: int
+    # Per bucket: whether it takes records or soft deletes (not hard deletes alone).
+    ordered_entries: tuple[bool, ...]
+    # The route pass's broadcast, from the route value of every bucket.
+    route_plan: Callable[[list[int]], Any]
+    # Records the route pass sends to the write tasks in all.
+    routed: int
+    # The partitions the records fall in (a replace commit replaces their file groups).
+    partitions: list[str]
+    # Whether a log append may get bloom false positives (keys tagged by a footer alone).
+    strays_possible: bool = False
+    bucketed: bool = False
+
+
 class SparkWrite:
     """One write of a DataFrame, planned on the driver and run by Spark tasks."""
 
@@ -486,39 +481,94 @@ class SparkWrite:
         # Bad bucket index options fail before any job (as in the local writer).
         bucket_index = writer.bucket_index()
         spec, data_schema, table_schema = self._key_spec(df, timeline, bucket_index)
-        tag_context = self._tag_context(timeline) if spec.tag else None
         source = evaluated_once(df)
-        t = self._phase("plan_tagging", t)
+        keyed = counted = tag_context = bucketed = None
+        if spec.global_keys:
+            t = self._phase("plan_tagging", t)
+            keyed = self._key_pass(source, spec)
+            t = self._phase("keys", t)
+        else:
+            tag_context = self._tag_context(timeline) if spec.tag else None
+            t = self._phase("plan_tagging", t)
+            counted = self._count_pass(source, spec, tag_context)
+            if bucket_index is not None:
+                # Tags the counted buckets: a table laid out otherwise fails here.
+                bucketed = _BucketCounts.tagged(counted, bucket_index, FileSystemView(storage, timeline))
+            t = self._phase("tag_count", t)
+
+        # Nothing on the timeline changed so far: bad input failed above.
+        timeline = writer.rollback_failed_writes(timeline)
+        if not self._compacted and writer.compact_before_widening(timeline, data_schema) is not timeline:
+            # The compaction rewrote the base files the passes tagged against: plan again.
+            self._compacted = True
+            return self._run(df)
+        view = FileSystemView(storage, timeline)
+        if keyed is not None:
+            assigner = writer.assigner(timeline, lambda: _sample(source, spec, table_schema, writer))
+            global_plan = plan_global(writer, keyed, op, view, timeline, assigner)
+            if global_plan is None:
+                return _write_planned_on_the_driver(df, self.table, op)
+            planned = _Planned(
+                view,
+                global_plan.assignment,
+                assigner.avg_record_size,
+                global_plan.ordered_entries,
+                global_plan.route_plan,
+                global_plan.routed,
+                [],
+            )
+        else:
+            assert counted is not None
+            planned = self._assign(counted, bucketed, tag_context, timeline, view, source, spec, table_schema)
+        t = self._phase("assign", t)
+        return self._execute(source, spec, planned, data_schema, table_schema, t)
+
+    def _key_pass(self, source: DataFrame, spec: KeySpec) -> pa.Table:
+        """A global index write's key pass: every record's key, partition path, operation,
+        ordering value and input position, on the driver (``shoal.spark.global_keys``)."""
+        keys = source.select(*[F.col(_quoted(c)) for c in spec.columns])
+        schema = key_pass_schema(spec.ordering)
+        with (
+            arrow_batches(self.spark, keys.schema),
+            spark_job(self.spark.sparkContext, f"shoal {self.operation.value.lower()}: keys"),
+        ):
+            task = functools.partial(key_task, spec, schema)
+            return keys.mapInArrow(task, from_arrow_schema(schema)).toArrow().cast(schema)
+
+    def _count_pass(self, source: DataFrame, spec: KeySpec, tag_context: TagContext | None) -> pa.Table:
+        """The count pass: record counts per (partition, file group or bucket, operation), and the
+        keys whose footer tags were wrong."""
         tags = self._broadcast(tag_context)
         keys = source.select(*[F.col(_quoted(c)) for c in spec.columns])
         if tag_context is not None:
             keys = _one_count_task_per_core(keys, self.spark)
         with (
             arrow_batches(self.spark, keys.schema),
-            spark_job(self.spark.sparkContext, f"shoal {op.value.lower()}: count"),
+            spark_job(self.spark.sparkContext, f"shoal {self.operation.value.lower()}: count"),
         ):
-            counted = keys.mapInArrow(functools.partial(_count_task, spec, tags), COUNT_SCHEMA).toArrow()
-        bucketed = None
-        if bucket_index is not None:
-            # Tags the counted buckets: a table laid out otherwise fails here.
-            bucketed = _BucketCounts.tagged(counted, bucket_index, FileSystemView(storage, timeline))
-            profile, corrections = bucketed.profile, {}
-        else:
-            profile, corrections = _Profile.summed(counted), _corrections(counted)
-        t = self._phase("tag_count", t)
+            return keys.mapInArrow(functools.partial(_count_task, spec, tags), COUNT_SCHEMA).toArrow()
 
-        # Nothing on the timeline changed so far: bad input failed above.
-        timeline = writer.rollback_failed_writes(timeline)
-        if not self._compacted and writer.compact_before_widening(timeline, data_schema) is not timeline:
-            # The compaction rewrote the base files the count pass tagged against: plan again.
-            self._compacted = True
-            return self._run(df)
-        view = FileSystemView(storage, timeline)
-        if bucketed is None:
-            assigner = writer.assigner(timeline, lambda: _sample(source, spec, table_schema, writer))
-        else:
+    def _assign(
+        self,
+        counted: pa.Table,
+        bucketed: _BucketCounts | None,
+        tag_context: TagContext | None,
+        timeline: Timeline,
+        view: FileSystemView,
+        source: DataFrame,
+        spec: KeySpec,
+        table_schema: pa.Schema | None,
+    ) -> _Planned:
+        """Buckets from the count pass's counts (``bucketed``: with the bucket index, tagged), as
+        the local writer assigns them."""
+        writer, op = self.writer, self.operation
+        if bucketed is not None:
+            profile, corrections = bucketed.profile, {}
             # A bucket's records all go to its one file group: no sizing, so no size estimate.
             assigner = BucketAssigner(1, 0, 1)
+        else:
+            profile, corrections = _Profile.summed(counted), _corrections(counted)
+            assigner = writer.assigner(timeline, lambda: _sample(source, spec, table_schema, writer))
         assignment = Assignment()
         for partition in profile.partitions():
             if bucketed is not None:
@@ -551,26 +601,55 @@ class SparkWrite:
                     profile.updates(partition),
                     view.latest_file_slices(partition),
                 )
-        n = len(assignment.buckets)
-        t = self._phase("assign", t)
-
-        sort_mode = self.table.write_config.get(wc.BULKINSERT_SORT_MODE)
-        write = writer.start(op, assignment, timeline, {b.partition_path for b in assignment.buckets})
-        try:
-            specs = tuple(
-                writer.task_spec(
-                    write,
-                    b,
-                    b,
-                    profile.has_ordered_entries(bucket.partition_path, bucket.file_id, bucket.inserts),
-                )
-                for b, bucket in enumerate(assignment.buckets)
+        ordered_entries = tuple(
+            profile.has_ordered_entries(bucket.partition_path, bucket.file_id, bucket.inserts)
+            for bucket in assignment.buckets
+        )
+        if bucketed is None:
+            return _Planned(
+                view,
+                assignment,
+                assigner.avg_record_size,
+                ordered_entries,
+                lambda values: route_plan(tag_context, corrections, assignment, values),
+                profile.routed(assignment),
+                profile.partitions(),
+                # Only the bloom index's footer tags can be false positives.
+                strays_possible=self.table.write_config.get(wc.INDEX_TYPE) == "BLOOM",
             )
-            # Only the bloom index's footer tags can be false positives.
-            strays_possible = bucketed is None and self.table.write_config.get(wc.INDEX_TYPE) == "BLOOM"
+        return _Planned(
+            view,
+            assignment,
+            assigner.avg_record_size,
+            ordered_entries,
+            lambda values: bucket_route_plan(assignment, values),
+            bucketed.routed(assignment),
+            profile.partitions(),
+            bucketed=True,
+        )
+
+    def _execute(
+        self,
+        source: DataFrame,
+        spec: KeySpec,
+        planned: _Planned,
+        data_schema: pa.Schema,
+        table_schema: pa.Schema | None,
+        t: float,
+    ) -> WriteResult:
+        """Starts the instant, runs the route pass and the write tasks, and commits."""
+        writer, op, config = self.writer, self.operation, self.table.config
+        assignment = planned.assignment
+        n = len(assignment.buckets)
+        sort_mode = self.table.write_config.get(wc.BULKINSERT_SORT_MODE)
+        partitions = {b.partition_path for b in assignment.buckets}
+        write = writer.start(op, assignment, planned.view.timeline, partitions)
+        try:
+            specs = tuple(writer.task_spec(write, b, b, planned.ordered_entries[b]) for b in range(n))
+            strays_possible = planned.strays_possible
             # Light buckets share write tasks: each Python task costs tens of milliseconds of its own.
             weights = [
-                bucket_weight(bucket, spec, assigner.avg_record_size)
+                bucket_weight(bucket, spec, planned.avg_record_size)
                 for bucket, spec in zip(assignment.buckets, specs, strict=True)
             ]
             num_tasks = write_task_count(weights, self.spark.sparkContext.defaultParallelism)
@@ -580,16 +659,13 @@ class SparkWrite:
             stats: list[WriteStat] = []
             received = 0
             if n:
-                if bucketed is None:
-                    plan = self._broadcast(route_plan(tag_context, corrections, assignment, route_values))
-                else:
-                    plan = self._broadcast(bucket_route_plan(assignment, route_values))
+                plan = self._broadcast(planned.route_plan(route_values))
                 combine = writer.combine(op)
                 # The local writer plans a bulk insert with the bucket index as an upsert: records
                 # stay in input order.
                 sort_by_key = (
                     op in WRITES_NEW_FILE_GROUPS
-                    and bucketed is None
+                    and not planned.bucketed
                     and sort_mode in wc.KEY_SORTED_BULK_INSERT_MODES
                 )
                 # Input order matters to deduplication (the later of two equal records wins) and to
@@ -634,15 +710,14 @@ class SparkWrite:
             writer.abandon(write)
             raise
         t = self._phase("write", t)
-        expected = profile.routed(assignment) if bucketed is None else bucketed.routed(assignment)
-        if received != expected:
+        if received != planned.routed:
             writer.abandon(write)
             raise InvalidArgumentError(
-                f"the input changed between its two evaluations: {expected} records counted, "
+                f"the input changed between its two evaluations: {planned.routed} records counted, "
                 f"{received} written; not committing (the next write rolls this one back). "
                 "Checkpoint or cache an input that is not deterministic"
             )
-        replaced = replaced_file_groups(op, view, profile.partitions()) if op in REPLACING else None
+        replaced = replaced_file_groups(op, planned.view, planned.partitions) if op in REPLACING else None
         result = writer.commit(write, stats, data_schema, replaced)
         self._phase("commit", t)
         return result
@@ -667,6 +742,13 @@ class SparkWrite:
         wanted = {f.split(".", 1)[0] for f in [*keygen.record_key_fields, *keygen.partition_fields]}
         if op != Operation.DELETE:
             wanted.add(IS_DELETED_COLUMN)
+        # A global index write deduplicates and tags on the driver: the key pass carries the
+        # ordering values too.
+        global_keys = self.table.write_config.global_index and looks_up_keys(self.table.write_config, op)
+        ordering = None
+        if global_keys and op != Operation.DELETE and config.precombine_field in keyed.column_names:
+            ordering = keyed.schema.field(config.precombine_field)
+            wanted.add(ordering.name)
         columns = tuple(c for c in incoming.column_names if c in wanted)
         key_schema = None
         if table_schema is not None:
@@ -679,7 +761,8 @@ class SparkWrite:
             columns=columns,
             key_schema=key_schema,
             # The bucket index tags by hashing keys alone (make_index refuses it).
-            tag=bucket_index is None
+            tag=not global_keys
+            and bucket_index is None
             and make_index(self.table.storage, self.table.write_config, op) is not None,
             write_token=uuid.uuid4().hex,
             buckets=(
@@ -687,6 +770,8 @@ class SparkWrite:
                 if bucket_index is None
                 else BucketLayout(tuple(bucket_index.hash_fields), bucket_index.num_buckets)
             ),
+            global_keys=global_keys,
+            ordering=ordering,
         )
         return spec, data_schema, table_schema
 
@@ -1117,11 +1202,11 @@ def spark_hash_int(values: np.ndarray) -> np.ndarray:
 
 # ---- the task side -----------------------------------------------------------------------------
 
-# Per Python worker (workers are reused across tasks): key generators by table properties, the
-# parsed footers of the current write's broadcast, and its corrected tags by partition.
-_KEYGENS: dict[tuple[tuple[str, str], ...], KeyGenerator] = {}
+# Per Python worker (workers are reused across tasks): the parsed footers of the current
+# write's broadcast, its corrected tags by partition, and a global index write's keys.
 _FOOTERS: dict[str, dict[str, KeyFooter]] = {}
 _CORRECTIONS: dict[str, dict[str, KeyMap]] = {}
+_GLOBAL_KEYS: dict[str, KeyMap] = {}
 
 
 def _one_count_task_per_core(keys: DataFrame, spark: SparkSession) -> DataFrame:
@@ -1144,8 +1229,8 @@ def _count_task(spec: KeySpec, broadcast: Any, batches: Iterator[pa.RecordBatch]
     index = _task_index(spec, context) if context is not None else None
     counts: dict[tuple[str, str | None, int], int] = defaultdict(int)
     corrected: list[pa.RecordBatch] = []
-    for chunk in _chunks(batches, TAG_CHUNK_ROWS):
-        keys, partitions, ops = _keyed(spec, chunk)
+    for chunk in chunked(batches, TAG_CHUNK_ROWS):
+        keys, partitions, ops = keyed_columns(spec, chunk)
         groups = group_rows(partitions)
         if index is None or context is None:
             tagged = [(p, rows, pa.nulls(len(rows), pa.string())) for p, rows in groups]
@@ -1173,8 +1258,8 @@ def _count_buckets(
 ) -> Iterator[pa.RecordBatch]:
     """The bucket index's count task: record counts per (partition, bucket number, operation)."""
     parts: list[pa.Table] = []
-    for chunk in _chunks(batches, TAG_CHUNK_ROWS):
-        keys, partitions, ops = _keyed(spec, chunk)
+    for chunk in chunked(batches, TAG_CHUNK_ROWS):
+        keys, partitions, ops = keyed_columns(spec, chunk)
         numbers = bucket_ids(keys, layout.hash_fields, layout.num_buckets).astype(np.int32)
         parts.append(
             pa.table({"partition": partitions, "bucket": numbers, "op": ops})
@@ -1273,24 +1358,6 @@ def _replaced(values: pa.Array, at: np.ndarray, new: pa.Array) -> pa.Array:
     return pa.concat_arrays([values.take(pa.array(kept)), new]).take(pa.array(order))
 
 
-def _chunks(batches: Iterator[pa.RecordBatch], rows: int, max_bytes: int | None = None) -> Iterator[pa.Table]:
-    """The batches gathered into tables of at least ``rows`` rows (the last one smaller), or of
-    ``max_bytes`` bytes when that comes first: a candidate file's key column is read once per
-    chunk."""
-    buffered: list[pa.RecordBatch] = []
-    count = size = 0
-    for batch in batches:
-        if batch.num_rows:
-            buffered.append(batch)
-            count += batch.num_rows
-            size += batch.nbytes
-        if count >= rows or (max_bytes is not None and size >= max_bytes):
-            yield pa.Table.from_batches(buffered)
-            buffered, count, size = [], 0, 0
-    if count:
-        yield pa.Table.from_batches(buffered)
-
-
 def _pack_task(
     spec: KeySpec,
     task: BucketTaskSpec,
@@ -1306,13 +1373,13 @@ def _pack_task(
     record carries its input position (``SEQ_COLUMN``, the value
     ``monotonically_increasing_id`` would give it), which deduplication needs once a shuffle
     has mixed the order."""
-    keygen = _keygen(task.table_properties)
+    keygen = task_keygen(task.table_properties)
     context = TaskContext.get()
     partition = context.partitionId() if context is not None else 0
     position = (partition << 33) if ordered else 0
     # Names of this task's packed values: distinct across the tasks of the pass.
     value_ids = itertools.count(partition << 32)
-    for chunk in _chunks(batches, PACK_CHUNK_ROWS, PACK_CHUNK_BYTES):
+    for chunk in chunked(batches, PACK_CHUNK_ROWS, PACK_CHUNK_BYTES):
         records = key_records(
             normalize_types(strip_meta_columns(chunk)),
             task.operation,
@@ -1325,13 +1392,17 @@ def _pack_task(
             seq = np.arange(position, position + records.num_rows, dtype=np.int64)
             records = records.append_column(SEQ_COLUMN, pa.array(seq))
             position += records.num_rows
-        routes = _routes(
-            spec,
-            broadcast,
-            records.column(RECORD_KEY).combine_chunks(),
-            records.column(PARTITION_PATH).combine_chunks(),
-            records.column(OP_COLUMN).combine_chunks(),
-        )
+        if spec.global_keys:
+            plan: GlobalRoutePlan = broadcast.value
+            records, routes = plan.expand(records, _global_key_map(spec.write_token, plan))
+        else:
+            routes = _routes(
+                spec,
+                broadcast,
+                records.column(RECORD_KEY).combine_chunks(),
+                records.column(PARTITION_PATH).combine_chunks(),
+                records.column(OP_COLUMN).combine_chunks(),
+            )
         yield from pack(records, routes, pieces_of, value_ids)
 
 
@@ -1369,6 +1440,15 @@ def _routes(spec: KeySpec, broadcast: Any, keys: pa.Array, partitions: pa.Array,
                     tags = _replaced(tags, at, right)
             tagged.append((partition, rows, tags))
     return route_rows(hashes, ops, tagged, plan, len(keys))
+
+
+def _global_key_map(token: str, plan: GlobalRoutePlan) -> KeyMap:
+    """The keys of a global index write's plan, to their index there (built once per worker)."""
+    key_map = _GLOBAL_KEYS.get(token)
+    if key_map is None:
+        _GLOBAL_KEYS.clear()
+        key_map = _GLOBAL_KEYS[token] = KeyMap(plan.keys, pa.array(np.arange(len(plan.keys), dtype=np.int64)))
+    return key_map
 
 
 def _correction_maps(token: str, plan: RoutePlan) -> dict[str, KeyMap]:
@@ -1453,28 +1533,6 @@ def route_buckets(
     return pa.array(route, mask=~routed)
 
 
-def _keyed(spec: KeySpec, data: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
-    """Record keys (validated), partition paths and operations of the key columns ``data``, as
-    the write task will compute them from the whole records."""
-    data = normalize_types(data)
-    if spec.key_schema is not None:
-        data = reconcile(data, spec.key_schema)
-    keyed = add_keys(data, _keygen(spec.table_properties))
-    validate_keys(keyed.column(RECORD_KEY))
-    keys = keyed.column(RECORD_KEY).combine_chunks()
-    partitions = keyed.column(PARTITION_PATH).combine_chunks()
-    n = len(keys)
-    deleted = None if spec.operation == Operation.DELETE else deleted_mask(keyed)
-    if spec.operation == Operation.DELETE:
-        ops = pa.array(np.full(n, OP_HARD_DELETE, dtype=np.int8))
-    elif deleted is None:
-        ops = pa.array(np.full(n, OP_UPSERT, dtype=np.int8))
-    else:
-        flags = deleted.combine_chunks().to_numpy(zero_copy_only=False)
-        ops = pa.array(np.where(flags, OP_SOFT_DELETE, OP_UPSERT).astype(np.int8))
-    return keys, partitions, ops
-
-
 def _task_index(spec: KeySpec, context: TagContext) -> BloomIndex | None:
     footers = _FOOTERS.get(spec.write_token)
     if footers is None:
@@ -1485,14 +1543,6 @@ def _task_index(spec: KeySpec, context: TagContext) -> BloomIndex | None:
         }
     storage, write_config = Storage(spec.base_uri), wc.WriteConfig(spec.write_options)
     return make_index(storage, write_config, spec.operation, footers, cache_keys=True)
-
-
-def _keygen(properties: dict[str, str]) -> KeyGenerator:
-    key = tuple(sorted(properties.items()))
-    keygen = _KEYGENS.get(key)
-    if keygen is None:
-        keygen = _KEYGENS[key] = key_generator_from_properties(properties)
-    return keygen
 
 
 def _write_task(

@@ -402,6 +402,22 @@ class Writer:
     ) -> tuple[Assignment, list[tuple[int, pa.Table | RowGather]]]:
         """Tags records, builds buckets; returns the assignment and, per bucket, its records."""
         assigner = self.assigner(timeline, lambda: records)
+        assignment, records, routed = self.route_records(records, operation, view, timeline, assigner)
+        # Taking rows from a column of several chunks concatenates them first: once, not per bucket.
+        whole = records.combine_chunks()
+        return assignment, self._for_tasks([(b, RowGather(whole, rows)) for b, rows in routed])
+
+    def route_records(
+        self,
+        records: pa.Table,
+        operation: Operation,
+        view: FileSystemView,
+        timeline: Timeline,
+        assigner: BucketAssigner,
+    ) -> tuple[Assignment, pa.Table, list[tuple[int, pa.Array]]]:
+        """Tags ``records`` (keyed, deduplicated) and builds buckets. Returns the assignment, the
+        records as tagged (a global index moves some to the partition that holds their key, and
+        adds a delete where a moving record was) and, per bucket, the rows of those it takes."""
         assignment = Assignment()
         routed: list[tuple[int, pa.Array]] = []
         bucket_index = self.bucket_index()
@@ -465,9 +481,7 @@ class Writer:
                 parts = bucket_rows.get(bucket_idx)
                 if parts:
                     routed.append((bucket_idx, pa.concat_arrays(parts)))
-        # Taking rows from a column of several chunks concatenates them first: once, not per bucket.
-        whole = records.combine_chunks()
-        return assignment, self._for_tasks([(b, RowGather(whole, rows)) for b, rows in routed])
+        return assignment, records, routed
 
     def _stored_keys(self, existing: FileSlice, timeline: Timeline) -> pa.Table:
         """The keys (and ordering values) a file slice holds as its readers see it: the base

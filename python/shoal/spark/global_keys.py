@@ -1,0 +1,209 @@
+"""A Spark write under a global index (``GLOBAL_BLOOM``, ``GLOBAL_SIMPLE``): the keys come to the
+driver, the records stay in Spark.
+
+Under a global index a record key names one record in the whole table: every incoming key is
+looked up in every partition before any record is routed, and records of one key in different
+partitions are duplicates of each other. So:
+
+1. the *key pass* (``mapInArrow`` over the input's key and ordering columns) yields every
+   record's key, partition path, operation, ordering value and input position (the one the
+   route pass gives it);
+2. the driver deduplicates those by key (``finish_records``), tags them with the local writer's
+   global tagging and assigns buckets (``Writer.route_records``), as a ``shoal.Table`` write
+   plans; only keys and ordering values are held there, never whole records;
+3. the plan it broadcasts gives every key its destinations: the route value of each bucket it
+   goes to, the partition path it is written under there (a record that stays where the table
+   holds it takes that partition's), and an operation for the delete that a moving record
+   leaves where it was;
+4. the route pass sends every record of a key to each of its key's destinations. The write
+   task deduplicates what it gets with the same rules and the same input order, so it keeps the
+   record the driver kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import TaskContext
+
+from shoal import _native
+from shoal.arrays import contiguous
+from shoal.fs.view import FileSystemView
+from shoal.spark.keying import KeySpec, chunked, keyed_columns, reconciled_key_columns
+from shoal.spark.keys import KeyMap
+from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_UPSERT
+from shoal.timeline.timeline import Timeline
+from shoal.write.assigner import Assignment, BucketAssigner
+from shoal.write.prepare import PARTITION_PATH, RECORD_KEY
+from shoal.write.writer import Operation, Writer, finish_records
+
+# The input position of a record in the key pass's rows: (Spark partition id << 33) + its row
+# in that partition, as the route pass numbers records.
+POSITION = "_shoal_seq"
+# Rows a key pass task keys at once.
+KEY_CHUNK_ROWS = 1_000_000
+
+
+def key_pass_schema(ordering: pa.Field | None) -> pa.Schema:
+    """The key pass's rows: input position, record key, partition path, operation and, when the
+    table orders records by a field, that field's value."""
+    fields = [
+        pa.field(POSITION, pa.int64()),
+        pa.field(RECORD_KEY, pa.string()),
+        pa.field(PARTITION_PATH, pa.string()),
+        pa.field(OP_COLUMN, pa.int8()),
+    ]
+    return pa.schema(fields + ([ordering] if ordering is not None else []))
+
+
+def key_task(spec: KeySpec, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The key pass over one input partition (``mapInArrow``): keys and validates its records
+    and yields rows of ``schema`` (:func:`key_pass_schema`)."""
+    context = TaskContext.get()
+    position = (context.partitionId() << 33) if context is not None else 0
+    ordering = spec.ordering
+    for chunk in chunked(batches, KEY_CHUNK_ROWS):
+        keys, partitions, ops = keyed_columns(spec, chunk)
+        n = len(keys)
+        columns = [
+            pa.array(np.arange(position, position + n, dtype=np.int64)),
+            keys.cast(pa.string()),
+            partitions.cast(pa.string()),
+            ops,
+        ]
+        if ordering is not None:
+            data = reconciled_key_columns(spec, chunk)
+            if ordering.name in data.column_names:
+                columns.append(data.column(ordering.name).combine_chunks().cast(ordering.type))
+            else:
+                columns.append(pa.nulls(n, ordering.type))
+        position += n
+        yield from pa.Table.from_arrays(columns, schema=schema).to_batches()
+
+
+@dataclass(frozen=True)
+class GlobalRoutePlan:
+    """Broadcast to the route pass: the destinations of every key that goes anywhere. Key ``i``
+    of ``keys`` has the destinations ``first[i]`` to ``first[i] + count[i] - 1``, each a route
+    value, a partition path and an operation (-1: the record's own)."""
+
+    keys: pa.Array
+    first: np.ndarray
+    count: np.ndarray
+    route: np.ndarray
+    partition: pa.Array
+    op: np.ndarray
+
+    def expand(self, records: pa.Table, key_map: KeyMap) -> tuple[pa.Table, pa.Array]:
+        """``records`` (keyed) as their destinations take them: each record once per destination
+        of its key, under that destination's partition path and operation; and their route
+        values. Records whose key goes nowhere are left out."""
+        found, index = key_map.lookup(records.column(RECORD_KEY).combine_chunks())
+        index = index.to_numpy(zero_copy_only=False)
+        counts = self.count[index]
+        rows = np.repeat(found, counts)
+        starts = np.repeat(self.first[index], counts)
+        # The k-th copy of a record takes its key's k-th destination.
+        run_starts = np.repeat(np.cumsum(counts) - counts, counts)
+        destination = starts + (np.arange(len(rows)) - run_starts)
+        at = pa.array(destination)
+        expanded = records.take(pa.array(rows))
+        partitions = self.partition.take(at).cast(expanded.schema.field(PARTITION_PATH).type)
+        expanded = _replace_column(expanded, PARTITION_PATH, partitions)
+        op = self.op[destination]
+        if (op >= 0).any():
+            ops = np.where(op >= 0, op, expanded.column(OP_COLUMN).to_numpy()).astype(np.int8)
+            expanded = _replace_column(expanded, OP_COLUMN, pa.array(ops))
+        return expanded, pa.array(self.route[destination])
+
+
+def _replace_column(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
+    return table.set_column(table.schema.get_field_index(name), name, values)
+
+
+@dataclass(frozen=True)
+class GlobalPlan:
+    """The driver's plan of a global index write: its buckets, which of them take records or
+    soft deletes (not hard deletes alone), the route plan, once the buckets' route values are
+    known, and the records the route pass sends in all."""
+
+    assignment: Assignment
+    ordered_entries: tuple[bool, ...]
+    keys: pa.Array
+    key_bucket: np.ndarray
+    partition: pa.Array
+    op: np.ndarray
+    routed: int
+
+    def route_plan(self, route_values: list[int]) -> GlobalRoutePlan:
+        order = np.asarray(pc.sort_indices(self.keys))
+        keys = self.keys.take(pa.array(order))
+        distinct = np.ones(len(keys), dtype=bool)
+        if len(keys) > 1:
+            distinct[1:] = pc.not_equal(keys.slice(1), keys.slice(0, len(keys) - 1)).to_numpy(
+                zero_copy_only=False
+            )
+        first = np.flatnonzero(distinct)
+        count = np.diff(np.append(first, len(keys)))
+        return GlobalRoutePlan(
+            keys=keys.take(pa.array(first)),
+            first=first,
+            count=count,
+            route=np.asarray(route_values, dtype=np.int32)[self.key_bucket[order]],
+            partition=self.partition.take(pa.array(order)),
+            op=self.op[order],
+        )
+
+
+def plan_global(
+    writer: Writer,
+    keyed: pa.Table,
+    operation: Operation,
+    view: FileSystemView,
+    timeline: Timeline,
+    assigner: BucketAssigner,
+) -> GlobalPlan | None:
+    """Plans the key pass's rows ``keyed`` as a ``shoal.Table`` write plans its records. None
+    when the write does not deduplicate and a key repeats: records of one key would then go
+    different ways, which a plan by key cannot say."""
+    keyed = keyed.take(pc.sort_indices(keyed.column(POSITION)))
+    ordering = writer.config.precombine_field
+    combine = writer.combine(operation)
+    all_keys = keyed.column(RECORD_KEY)
+    if not combine and not _native.keys_distinct(contiguous(all_keys)):
+        return None
+    records = finish_records(keyed, operation, ordering, combine, global_keys=True)
+    if operation not in (Operation.UPSERT, Operation.DELETE):
+        # Other operations write live records only (finish_records reads the flag column,
+        # which the key pass turned into operations).
+        records = records.filter(pc.equal(records.column(OP_COLUMN), OP_UPSERT))
+    assignment, tagged, routed = writer.route_records(records, operation, view, timeline, assigner)
+    bucket = np.full(tagged.num_rows, -1, dtype=np.int64)
+    for b, rows in routed:
+        bucket[rows.to_numpy(zero_copy_only=False)] = b
+    ops = tagged.column(OP_COLUMN).to_numpy()
+    # In a write that is no delete, a hard delete is the one a moving record leaves behind.
+    leaves = (ops == OP_HARD_DELETE) if operation != Operation.DELETE else np.zeros(len(ops), dtype=bool)
+    ordered_entries = [False] * len(assignment.buckets)
+    for b in np.unique(bucket[(bucket >= 0) & (ops != OP_HARD_DELETE)]):
+        ordered_entries[int(b)] = True
+    going = np.flatnonzero(bucket >= 0)
+    taken = pa.array(going)
+    keys = tagged.column(RECORD_KEY).take(taken).combine_chunks()
+    # Every record of a key, the one kept or not, goes to each of the key's destinations.
+    per_key = pc.value_counts(keys)
+    at = pc.index_in(all_keys, value_set=per_key.field("values"))
+    sent = int(per_key.field("counts").to_numpy()[at.drop_null().to_numpy()].sum())
+    return GlobalPlan(
+        assignment=assignment,
+        ordered_entries=tuple(ordered_entries),
+        keys=keys,
+        key_bucket=bucket[going],
+        partition=tagged.column(PARTITION_PATH).take(taken).combine_chunks().cast(pa.string()),
+        op=np.where(leaves[going], OP_HARD_DELETE, -1).astype(np.int8),
+        routed=sent,
+    )
