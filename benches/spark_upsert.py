@@ -2,6 +2,7 @@
 phases of the upsert.
 
     .venv/bin/python benches/spark_upsert.py [--rows 5000000] [--upsert-rows 1000000] [--repeat 2]
+        [--index BLOOM|GLOBAL_BLOOM|...]
 
 The table (``--rows`` records, 10 partitions, written by shoal's bulk insert; copy-on-write and
 merge-on-read, ``--table-type``) gets an upsert of ``--upsert-rows`` records read from parquet by
@@ -22,6 +23,7 @@ import argparse
 import functools
 import json
 import os
+import resource
 import shutil
 import tempfile
 import time
@@ -47,6 +49,12 @@ def main() -> None:
     ap.add_argument("--input-files", type=int, default=4, help="parquet files the upsert is read from")
     ap.add_argument("--driver-memory", default="6g")
     ap.add_argument("--table-type", choices=["COPY_ON_WRITE", "MERGE_ON_READ", "both"], default="both")
+    ap.add_argument(
+        "--index",
+        choices=["BLOOM", "GLOBAL_BLOOM", "GLOBAL_SIMPLE", "SIMPLE"],
+        default="BLOOM",
+        help="hoodie.index.type of the upsert (the base tables are the same)",
+    )
     ap.add_argument(
         "--conf",
         action="append",
@@ -133,7 +141,9 @@ def run(args: argparse.Namespace, work: Path, bases: dict[str, Path], source: Pa
         for table_type, base in bases.items():
             table = work / f"upserted_{table_type.lower()}_{round_}"
             shutil.copytree(base, table)
-            wall, cpu, result = measured(functools.partial(spark_write, df, str(table), "upsert"))
+            options = {"hoodie.index.type": args.index}
+            upsert = functools.partial(spark_write, df, str(table), "upsert", options)
+            wall, cpu, result = measured(upsert)
             walls[f"shoal_spark_upsert.{table_type}"].append(wall)
             cpus[f"shoal_spark_upsert.{table_type}"].append(cpu)
             phases[table_type].append(result.timings)
@@ -150,6 +160,7 @@ def run(args: argparse.Namespace, work: Path, bases: dict[str, Path], source: Pa
     report: dict = {
         "rows": args.rows,
         "upsert_rows": args.upsert_rows,
+        "index": args.index,
         "cpus": os.cpu_count(),
         "load_averages": loads,
         "seconds": {name: min(v) for name, v in walls.items()},
@@ -172,6 +183,10 @@ def run(args: argparse.Namespace, work: Path, bases: dict[str, Path], source: Pa
         report["ratios"][table_type] = ratio
         report["cpu_ratios"][table_type] = cpu_ratio
     print(f"load average (1, 5, 15 min) before and after each round: {loads}")
+    # The driver process's peak resident memory over the whole run (the base tables are made by
+    # an earlier run with --keep-data, or it includes them).
+    report["driver_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"driver peak RSS: {report['driver_peak_rss_mb']:.0f} MB")
     spark.stop()
 
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
