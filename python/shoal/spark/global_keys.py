@@ -34,7 +34,7 @@ from shoal import _native
 from shoal.arrays import contiguous
 from shoal.fs.view import FileSystemView
 from shoal.spark.keying import KeySpec, chunked, keyed_columns, reconciled_key_columns
-from shoal.spark.keys import KeyMap
+from shoal.spark.keys import KeyMap, key_hash
 from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_UPSERT
 from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import Assignment, BucketAssigner
@@ -87,22 +87,22 @@ def key_task(spec: KeySpec, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
 
 @dataclass(frozen=True)
 class GlobalRoutePlan:
-    """Broadcast to the route pass: the destinations of every key that goes anywhere. Key ``i``
-    of ``keys`` has the destinations ``first[i]`` to ``first[i] + count[i] - 1``, each a route
-    value, a partition path and an operation (-1: the record's own)."""
+    """Broadcast to the route pass: the destinations of every key that goes anywhere. The key
+    that ``key_map`` maps to ``i`` has the destinations ``first[i]`` to ``first[i] + count[i] -
+    1``, each a route value, a partition path and an operation (-1: the record's own)."""
 
-    keys: pa.Array
+    key_map: KeyMap
     first: np.ndarray
     count: np.ndarray
     route: np.ndarray
     partition: pa.Array
     op: np.ndarray
 
-    def expand(self, records: pa.Table, key_map: KeyMap) -> tuple[pa.Table, pa.Array]:
+    def expand(self, records: pa.Table) -> tuple[pa.Table, pa.Array]:
         """``records`` (keyed) as their destinations take them: each record once per destination
         of its key, under that destination's partition path and operation; and their route
         values. Records whose key goes nowhere are left out."""
-        found, index = key_map.lookup(records.column(RECORD_KEY).combine_chunks())
+        found, index = self.key_map.lookup(records.column(RECORD_KEY).combine_chunks())
         index = index.to_numpy(zero_copy_only=False)
         counts = self.count[index]
         rows = np.repeat(found, counts)
@@ -110,8 +110,10 @@ class GlobalRoutePlan:
         # The k-th copy of a record takes its key's k-th destination.
         run_starts = np.repeat(np.cumsum(counts) - counts, counts)
         destination = starts + (np.arange(len(rows)) - run_starts)
+        # Mostly every record goes to one place: then the records stay as they are.
+        same_rows = len(rows) == records.num_rows and bool((rows == np.arange(len(rows))).all())
+        expanded = records if same_rows else records.take(pa.array(rows))
         at = pa.array(destination)
-        expanded = records.take(pa.array(rows))
         partitions = self.partition.take(at).cast(expanded.schema.field(PARTITION_PATH).type)
         expanded = _replace_column(expanded, PARTITION_PATH, partitions)
         op = self.op[destination]
@@ -128,35 +130,55 @@ def _replace_column(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
 @dataclass(frozen=True)
 class GlobalPlan:
     """The driver's plan of a global index write: its buckets, which of them take records or
-    soft deletes (not hard deletes alone), the route plan, once the buckets' route values are
-    known, and the records the route pass sends in all."""
+    soft deletes (not hard deletes alone), every key's destinations (as in
+    :class:`GlobalRoutePlan`, with the bucket of each), and the records the route pass sends in
+    all."""
 
     assignment: Assignment
     ordered_entries: tuple[bool, ...]
-    keys: pa.Array
-    key_bucket: np.ndarray
+    key_map: KeyMap
+    first: np.ndarray
+    count: np.ndarray
+    bucket: np.ndarray
     partition: pa.Array
     op: np.ndarray
     routed: int
 
     def route_plan(self, route_values: list[int]) -> GlobalRoutePlan:
-        order = np.asarray(pc.sort_indices(self.keys))
-        keys = self.keys.take(pa.array(order))
-        distinct = np.ones(len(keys), dtype=bool)
-        if len(keys) > 1:
-            distinct[1:] = pc.not_equal(keys.slice(1), keys.slice(0, len(keys) - 1)).to_numpy(
+        """The broadcast, once every bucket has its route value."""
+        return GlobalRoutePlan(
+            key_map=self.key_map,
+            first=self.first,
+            count=self.count,
+            route=np.asarray(route_values, dtype=np.int32)[self.bucket],
+            partition=self.partition,
+            op=self.op,
+        )
+
+
+def _grouped_by_key(keys: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An order of ``keys`` that puts equal keys together, where each distinct key starts in
+    it, and the keys' hashes (``key_hash``) in that order."""
+    hashes = key_hash(keys)
+    order = np.argsort(hashes, kind="stable")
+    hashes = hashes[order]
+    same_hash = np.flatnonzero(hashes[1:] == hashes[:-1])
+    if len(same_hash):
+        grouped = keys.take(pa.array(order))
+        same_key = pc.equal(grouped.take(pa.array(same_hash)), grouped.take(pa.array(same_hash + 1)))
+        if not pc.all(same_key).as_py():
+            # Two keys with one hash (as good as never): order by the keys themselves.
+            order = np.asarray(pc.sort_indices(keys))
+            hashes = key_hash(keys.take(pa.array(order)))
+            grouped = keys.take(pa.array(order))
+            starts = np.ones(len(keys), dtype=bool)
+            starts[1:] = pc.not_equal(grouped.slice(1), grouped.slice(0, len(keys) - 1)).to_numpy(
                 zero_copy_only=False
             )
-        first = np.flatnonzero(distinct)
-        count = np.diff(np.append(first, len(keys)))
-        return GlobalRoutePlan(
-            keys=keys.take(pa.array(first)),
-            first=first,
-            count=count,
-            route=np.asarray(route_values, dtype=np.int32)[self.key_bucket[order]],
-            partition=self.partition.take(pa.array(order)),
-            op=self.op[order],
-        )
+            return order, np.flatnonzero(starts), hashes
+    starts = np.ones(len(keys), dtype=bool)
+    starts[1:] = hashes[1:] != hashes[:-1]
+    return order, np.flatnonzero(starts), hashes
 
 
 def plan_global(
@@ -192,18 +214,26 @@ def plan_global(
     for b in np.unique(bucket[(bucket >= 0) & (ops != OP_HARD_DELETE)]):
         ordered_entries[int(b)] = True
     going = np.flatnonzero(bucket >= 0)
-    taken = pa.array(going)
-    keys = tagged.column(RECORD_KEY).take(taken).combine_chunks()
+    keys = tagged.column(RECORD_KEY).take(pa.array(going)).combine_chunks()
+    order, first, hashes = _grouped_by_key(keys)
+    at = going[order]
+    count = np.diff(np.append(first, len(order)))
+    distinct = keys.take(pa.array(order[first]))
+    key_map = KeyMap(distinct, pa.array(np.arange(len(first), dtype=np.int64)), hashes[first])
     # Every record of a key, the one kept or not, goes to each of the key's destinations.
-    per_key = pc.value_counts(keys)
-    at = pc.index_in(all_keys, value_set=per_key.field("values"))
-    sent = int(per_key.field("counts").to_numpy()[at.drop_null().to_numpy()].sum())
+    if _native.keys_distinct(contiguous(all_keys)):
+        sent = len(going)
+    else:
+        _, index = key_map.lookup(all_keys.combine_chunks())
+        sent = int(count[index.to_numpy(zero_copy_only=False)].sum())
     return GlobalPlan(
         assignment=assignment,
         ordered_entries=tuple(ordered_entries),
-        keys=keys,
-        key_bucket=bucket[going],
-        partition=tagged.column(PARTITION_PATH).take(taken).combine_chunks().cast(pa.string()),
-        op=np.where(leaves[going], OP_HARD_DELETE, -1).astype(np.int8),
+        key_map=key_map,
+        first=first,
+        count=count,
+        bucket=bucket[at],
+        partition=tagged.column(PARTITION_PATH).take(pa.array(at)).combine_chunks().cast(pa.string()),
+        op=np.where(leaves[at], OP_HARD_DELETE, -1).astype(np.int8),
         routed=sent,
     )

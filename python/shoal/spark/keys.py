@@ -78,11 +78,12 @@ def _mix(h: np.ndarray) -> np.ndarray:
 
 
 class KeyMap:
-    """A fixed map from string keys to string values (null allowed), for exact lookups of many
-    batches of keys."""
+    """A fixed map from distinct string keys to values (an array of any type, nulls allowed),
+    for exact lookups of many batches of keys."""
 
-    def __init__(self, keys: pa.Array, values: pa.Array) -> None:
-        hashes = key_hash(keys)
+    def __init__(self, keys: pa.Array, values: pa.Array, hashes: np.ndarray | None = None) -> None:
+        """``hashes``: the keys' ``key_hash``, when already computed."""
+        hashes = key_hash(keys) if hashes is None else hashes
         order = np.argsort(hashes, kind="stable")
         self.hashes = hashes[order]
         taken = pa.array(order)

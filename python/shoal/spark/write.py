@@ -1203,10 +1203,9 @@ def spark_hash_int(values: np.ndarray) -> np.ndarray:
 # ---- the task side -----------------------------------------------------------------------------
 
 # Per Python worker (workers are reused across tasks): the parsed footers of the current
-# write's broadcast, its corrected tags by partition, and a global index write's keys.
+# write's broadcast, and its corrected tags by partition.
 _FOOTERS: dict[str, dict[str, KeyFooter]] = {}
 _CORRECTIONS: dict[str, dict[str, KeyMap]] = {}
-_GLOBAL_KEYS: dict[str, KeyMap] = {}
 
 
 def _one_count_task_per_core(keys: DataFrame, spark: SparkSession) -> DataFrame:
@@ -1394,7 +1393,7 @@ def _pack_task(
             position += records.num_rows
         if spec.global_keys:
             plan: GlobalRoutePlan = broadcast.value
-            records, routes = plan.expand(records, _global_key_map(spec.write_token, plan))
+            records, routes = plan.expand(records)
         else:
             routes = _routes(
                 spec,
@@ -1440,15 +1439,6 @@ def _routes(spec: KeySpec, broadcast: Any, keys: pa.Array, partitions: pa.Array,
                     tags = _replaced(tags, at, right)
             tagged.append((partition, rows, tags))
     return route_rows(hashes, ops, tagged, plan, len(keys))
-
-
-def _global_key_map(token: str, plan: GlobalRoutePlan) -> KeyMap:
-    """The keys of a global index write's plan, to their index there (built once per worker)."""
-    key_map = _GLOBAL_KEYS.get(token)
-    if key_map is None:
-        _GLOBAL_KEYS.clear()
-        key_map = _GLOBAL_KEYS[token] = KeyMap(plan.keys, pa.array(np.arange(len(plan.keys), dtype=np.int64)))
-    return key_map
 
 
 def _correction_maps(token: str, plan: RoutePlan) -> dict[str, KeyMap]:
