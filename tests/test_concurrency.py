@@ -337,26 +337,6 @@ def test_bad_concurrency_options_fail_before_the_timeline_changes(tmp_path, opti
     assert sorted(p.name for p in (path / ".hoodie").iterdir()) == before
 
 
-def test_data_source_write_refuses_lazy_failed_writes(tmp_path):
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
-
-    from shoal.spark.datasource import begin_write
-
-    path = tmp_path / "t"
-    _create(path, "COPY_ON_WRITE")
-    before = sorted(p.name for p in (path / ".hoodie").iterdir())
-    schema = StructType(
-        [
-            StructField(n, t)
-            for n, t in (("id", LongType()), ("city", StringType()), ("ts", LongType()), ("v", LongType()))
-        ]
-    )
-    options = {"path": str(path), "hoodie.datasource.write.operation": "insert", **OCC}
-    with pytest.raises(UnsupportedError, match="heartbeat"):
-        begin_write(options, schema, overwrite=False)
-    assert sorted(p.name for p in (path / ".hoodie").iterdir()) == before
-
-
 _RACER = textwrap.dedent(
     """
     import json, os, sys, time, pyarrow as pa, shoal

@@ -25,12 +25,17 @@ holding their keys, as an upsert or a delete must: those go through ``shoal.spar
 Each task writes its rows into new file groups with the copy-on-write task; the instant is
 requested on the driver before the tasks run (their markers name it) and completed by
 ``commit()``, which runs in a separate driver-side Python process and so reopens the table from
-storage. ``abort()`` rolls the instant back.
+storage. ``abort()`` rolls the instant back. With LAZY failed-write cleaning (optimistic
+concurrency), the planning process hands the write's heartbeat to a detached keeper
+(:mod:`shoal.timeline.heartbeat_keeper`) that beats while the Spark driver lives and the write
+is pending; the commit checks the writes completed since the planning against the timeline the
+write was planned on.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -67,6 +72,8 @@ from shoal.spark.stream import ShoalStreamReader, read_partition, slice_partitio
 from shoal.spark.write import OPERATION_OPTION, open_or_create, parse_options
 from shoal.table import Table
 from shoal.timeline.commit_metadata import WriteStat
+from shoal.timeline.heartbeat import Heartbeat, heartbeat_path
+from shoal.timeline.heartbeat_keeper import ancestor_named, start_keeper
 from shoal.timeline.instant import State
 from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import Assignment
@@ -290,6 +297,11 @@ class WriteJob:
     options: dict[str, str]
     # The records' columns (no meta or internal ones): the schema the commit records.
     data_schema: pa.Schema
+    # The timeline the write was planned on, as its file names: the commit checks the writes
+    # completed since against it (optimistic concurrency).
+    timeline_files: tuple[str, ...] = ()
+    # The heartbeat interval, when the write keeps a heartbeat (LAZY failed-write cleaning).
+    heartbeat_ms: int | None = None
 
 
 @dataclass
@@ -365,12 +377,6 @@ def begin_write(options: Mapping[str, str], schema: StructType, overwrite: bool)
     # below runs nothing through the table's executor.
     table = open_or_create(path, table_type, hoodie, executor=None)  # type: ignore[arg-type]
     writer = _writer(table)
-    if writer.concurrency.lazy:
-        raise UnsupportedError(
-            "df.write.format('shoal') cannot keep a pending write's heartbeat (its planning and its "
-            "commit run in short-lived processes), which hoodie.cleaner.policy.failed.writes=LAZY and "
-            "optimistic concurrency need: use shoal.spark.write(df, path, operation='insert')"
-        )
     if writer.index(operation) is not None:
         raise UnsupportedError(
             "insert with hoodie.merge.allow.duplicate.on.inserts=false needs an index lookup: "
@@ -382,9 +388,20 @@ def begin_write(options: Mapping[str, str], schema: StructType, overwrite: bool)
     records = _prepare(writer, arrow_target(schema, "UTC").empty_table(), operation, timeline)
     data_schema = records.drop_columns([RECORD_KEY, PARTITION_PATH, OP_COLUMN]).schema
     timeline = writer.rollback_failed_writes(timeline)
+    planned = tuple(f.name for f in table.storage.list_files(table.config.timeline_dir))
     # The workload profile is empty: how many records go where is known only to the tasks.
     pending = writer.start(operation, Assignment(), timeline, [])
-    return WriteJob(table.storage.base_uri, pending.instant_time, operation, hoodie, data_schema)
+    heartbeat_ms = None
+    if pending.heartbeat is not None:
+        # This process ends before the job does: a detached keeper beats while the Spark driver
+        # (the JVM that runs this planning) lives and the write is pending.
+        pending.heartbeat.detach()
+        heartbeat_ms = writer.concurrency.heartbeat_ms
+        driver = ancestor_named("java") or os.getpid()
+        start_keeper(table.storage.base_uri, pending.instant_time, heartbeat_ms, driver)
+    return WriteJob(
+        table.storage.base_uri, pending.instant_time, operation, hoodie, data_schema, planned, heartbeat_ms
+    )
 
 
 # Writes whose tasks each write the rows they are given into new file groups.
@@ -396,15 +413,22 @@ _DATA_SOURCE_WRITES = (
 )
 
 
-def _pending(writer: Writer, job: WriteJob, assignment: Assignment, timeline: Timeline) -> PendingWrite:
+def _pending(
+    writer: Writer, job: WriteJob, assignment: Assignment, timeline: Timeline, planned: Timeline | None = None
+) -> PendingWrite:
     """The started write ``job`` as the writer's phases take it, rebuilt from storage: tasks and
-    ``commit()`` run in other processes than ``begin_write``."""
+    ``commit()`` run in other processes than ``begin_write``. ``planned``: the timeline the
+    write was planned on (for the commit), else ``timeline``."""
     instant = timeline.get(job.instant)
     if instant is None or instant.state != State.INFLIGHT:
         raise CommitConflictError(
             f"instant {job.instant} is no longer inflight ({instant}): another writer rolled it back"
         )
-    return PendingWrite(job.operation, assignment, timeline, job.instant, instant, {}, None)
+    # The commit deletes the heartbeat file (the keeper then stops).
+    heartbeat = Heartbeat(writer.storage, job.instant, job.heartbeat_ms) if job.heartbeat_ms else None
+    return PendingWrite(
+        job.operation, assignment, planned or timeline, job.instant, instant, {}, None, heartbeat=heartbeat
+    )
 
 
 def write_new_file_groups(
@@ -442,7 +466,8 @@ def commit_write(job: WriteJob, messages: Sequence[WriterCommitMessage | None]) 
         # The file groups live before this write: its own are not committed yet.
         view = FileSystemView(table.storage, timeline)
         replaced = replaced_file_groups(job.operation, view, {s.partitionPath or "" for s in stats})
-    writer.commit(_pending(writer, job, Assignment(), timeline), stats, job.data_schema, replaced)
+    planned = Timeline(table.storage, table.config, job.timeline_files)
+    writer.commit(_pending(writer, job, Assignment(), timeline, planned), stats, job.data_schema, replaced)
 
 
 def abort_write(job: WriteJob) -> None:
@@ -453,3 +478,4 @@ def abort_write(job: WriteJob) -> None:
     instant = timeline.get(job.instant)
     if instant is not None and instant.state != State.COMPLETED:
         rollback_instant(storage, config, timeline, instant)
+    storage.delete(heartbeat_path(job.instant), missing_ok=True)

@@ -54,6 +54,13 @@ class Heartbeat:
             self._thread.join()
         self.storage.delete(heartbeat_path(self.instant_time), missing_ok=True)
 
+    def detach(self) -> None:
+        """Stops beating from this process and leaves the file: another process (a
+        ``heartbeat_keeper``) beats from now on."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
             try:
