@@ -66,7 +66,8 @@ def ancestor_named(name: str) -> int | None:
 def start_keeper(base_uri: str, instant_time: str, interval_ms: int, watched_pid: int) -> bool:
     """Starts a detached keeper of ``instant_time``'s heartbeat that lives as long as the write
     is pending and process ``watched_pid`` lives. False when it could not be started (no
-    ``/proc`` to watch the process with): the write then has its first beat only."""
+    ``/proc`` to watch the process with, or no process could be started): the write then has
+    its first beat only, and other writers may take it for a failed one once that expires."""
     start = process_start(watched_pid)
     if start is None:
         return False
@@ -80,14 +81,18 @@ def start_keeper(base_uri: str, instant_time: str, interval_ms: int, watched_pid
         str(watched_pid),
         str(start),
     ]
-    subprocess.Popen(
-        command,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        close_fds=True,
-    )
+    try:
+        subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError as exc:
+        log.warning("no keeper for the heartbeat of instant %s: %s", instant_time, exc)
+        return False
     return True
 
 
