@@ -10,6 +10,8 @@ the file groups earlier ones opened (with the bucket index, the new file group o
 A key written earlier in the checkpoint (not committed, so the index cannot see it) goes back to
 the bucket it went to, and competes with the version written before by the precombine rule: the
 greatest ordering value wins, ties to the later.
+Under a global index a key is one record in the whole table: a checkpoint writes what one
+``shoal.Table`` write of all its batches would (:meth:`StreamWriter._route_global`).
 
 Each bucket buffers its records. Their size is estimated with the Rust record-size sampler run
 on one incoming row in a hundred, the estimate reused until the next sample. A bucket above the
@@ -45,6 +47,7 @@ import pyarrow.compute as pc
 
 from shoal import _native
 from shoal.arrays import importable
+from shoal.config.table_config import MergeOrdering
 from shoal.config.write_config import SCHEMA_ON_WRITE_ADD_COLUMNS
 from shoal.errors import (
     CommitConflictError,
@@ -58,6 +61,7 @@ from shoal.fs.partition_metadata import ensure_partition_metadata
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bloom import BloomIndex
 from shoal.index.bucket import BucketIndex
+from shoal.index.global_index import tag_globally
 from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_UPSERT, CowWriteSpec
 from shoal.tasks.mor_append import LogAppendSpec
 from shoal.timeline.commit_metadata import WriteStat
@@ -75,7 +79,6 @@ from shoal.write.writer import (
     finish_records,
     group_rows,
     key_records,
-    refuse_global_index,
     run_write_task,
 )
 
@@ -182,6 +185,9 @@ class _Checkpoint:
     # Every key routed in this checkpoint: group (partition path NUL record key), bucket (null
     # for a delete with nothing to delete), and the ordering value of its winning version.
     seen: pa.Table | None = None
+    # Under a global index: (key, bucket, partition path) of every bucket the winning version of
+    # a key went to as a record.
+    placed: pa.Table | None = None
     buffers: dict[int, _Buffer] = field(default_factory=dict)
     write: PendingWrite | None = None
     next_task_id: int = 0
@@ -222,7 +228,6 @@ class StreamWriter:
                 raise InvalidArgumentError(f"{name} must be a positive number of bytes, got {value!r}")
         # Bad bucket index options fail here, before a checkpoint rolls failed writes back.
         self._bucket_index = writer.bucket_index()
-        refuse_global_index(writer.wc, op, "the streaming writer")
         if not writer.combine(op):
             raise InvalidOptionError(
                 "a streaming writer combines the records of a key by the precombine rule: "
@@ -233,6 +238,8 @@ class StreamWriter:
         self.bucket_buffer_bytes = bucket_buffer_bytes
         self.total_buffer_bytes = total_buffer_bytes
         self._ordering = None if op == Operation.DELETE else writer.config.precombine_field
+        # A global index: a key is one record in the whole table (see _route_global).
+        self._global = writer.wc.global_index
         self._lock = table_lock(writer.storage, WRITE)
         self._sampler = RecordSizeSampler()
         self._cp: _Checkpoint | None = None
@@ -393,7 +400,7 @@ class StreamWriter:
             table_schema,
             writer.wc.get(SCHEMA_ON_WRITE_ADD_COLUMNS),
         )
-        return finish_records(keyed, self.operation, writer.config.precombine_field, True)
+        return finish_records(keyed, self.operation, writer.config.precombine_field, True, self._global)
 
     def _open(self, timeline: Timeline, first: pa.Table) -> _Checkpoint:
         """Starts a checkpoint: failed writes go first, then everything plans against the
@@ -429,7 +436,7 @@ class StreamWriter:
         if records.num_rows == 0:
             return
         per_row = self._sampler.measure(records) / records.num_rows
-        records, buckets = self._route(cp, records)
+        records, buckets = self._route_global(cp, records) if self._global else self._route(cp, records)
         touched = []
         for bucket, rows in group_rows(buckets):
             if bucket == _NO_BUCKET:
@@ -506,6 +513,110 @@ class StreamWriter:
         bucket_array = pa.array(buckets)
         self._remember(cp, group, bucket_array, records)
         return records, bucket_array
+
+    def _route_global(self, cp: _Checkpoint, records: pa.Table) -> tuple[pa.Table, pa.Array]:
+        """:meth:`_route` under a global index, where a key is one record in the whole table:
+        the checkpoint writes what one ``shoal.Table`` write of all its batches would.
+
+        A record that loses to the version of its key written earlier in the checkpoint (the
+        precombine rule, on the key alone) is dropped. A winner is looked up in every partition
+        of the committed table and routed as such a write routes it (``tag_globally``): it may
+        update the record where it is, move it (a hard delete there, an insert into its own
+        partition) or be inserted. Where the version it beats was sent as a record and it is
+        not, a hard delete follows, so that version is gone (a record that moved into another
+        partition earlier in the checkpoint, then moves again).
+
+        Returns the records to buffer and their buckets."""
+        writer = self.writer
+        if cp.seen is not None and self._ordering is not None:
+            position = pc.index_in(records.column(RECORD_KEY), value_set=cp.seen.column("group"))
+            before = cp.seen.column("ordering").take(position)
+            keep = pc.or_(pc.is_null(position), _incoming_wins(records.column(self._ordering), before))
+            if not pc.all(keep).as_py():
+                records = records.filter(keep)
+        event_time = writer.config.merge_ordering == MergeOrdering.EVENT_TIME
+        assert isinstance(cp.index, BloomIndex)
+        tagged, tags = tag_globally(
+            records,
+            cp.index,
+            cp.view.latest_file_slices(),
+            writer.wc.update_partition_path,
+            lambda sl: writer.stored_keys(sl, cp.timeline),
+            writer.config.precombine_field if event_time else None,
+        )
+        found = pc.is_valid(tags)
+        is_upsert = pc.equal(tagged.column(OP_COLUMN), OP_UPSERT)
+        buckets = np.full(tagged.num_rows, _NO_BUCKET, dtype=np.int64)
+        for partition, rows in group_rows(tagged.column(PARTITION_PATH)):
+            slices = cp.latest_slices(partition)
+            here = found.take(rows)
+            if pc.any(here).as_py():
+                by_id = {sl.file_id: sl for sl in slices}
+                held = rows.filter(here)
+                for file_id, ix in group_rows(tags.take(held)):
+                    at = held.take(ix).to_numpy()
+                    buckets[at] = cp.assigner.assign_updates(partition, by_id[file_id], len(at))
+            new = rows.filter(pc.and_(pc.invert(here), is_upsert.take(rows))).to_numpy()
+            offset = 0
+            for bucket, count in cp.assigner.assign_inserts(partition, len(new), slices) if len(new) else []:
+                buckets[new[offset : offset + count]] = bucket
+                offset += count
+        tagged, buckets = self._retract_replaced(cp, records, tagged, buckets)
+        self._remember_global(cp, records, tagged, buckets)
+        return tagged, pa.array(buckets)
+
+    def _retract_replaced(
+        self, cp: _Checkpoint, records: pa.Table, tagged: pa.Table, buckets: np.ndarray
+    ) -> tuple[pa.Table, np.ndarray]:
+        """``tagged`` and ``buckets`` with a hard delete added wherever an earlier winner of a
+        key of ``records`` was sent as a record and the new winner sends nothing."""
+        if cp.placed is None or cp.placed.num_rows == 0:
+            return tagged, buckets
+        keys = records.column(RECORD_KEY).combine_chunks()
+        earlier = cp.placed.filter(pc.is_in(cp.placed.column("key"), value_set=keys))
+        if earlier.num_rows == 0:
+            return tagged, buckets
+        now = pa.table({"key": tagged.column(RECORD_KEY).cast(pa.string()), "bucket": pa.array(buckets)})
+        gone = earlier.join(now, keys=["key", "bucket"], join_type="left anti")
+        if gone.num_rows == 0:
+            return tagged, buckets
+        partition_type = tagged.schema.field(PARTITION_PATH).type
+        deletes = records.take(pc.index_in(gone.column("key"), value_set=keys.cast(pa.string())))
+        deletes = _with(deletes, PARTITION_PATH, gone.column("partition").cast(partition_type))
+        deletes = _with(deletes, OP_COLUMN, pa.repeat(pa.scalar(OP_HARD_DELETE, pa.int8()), deletes.num_rows))
+        retracted = pa.concat_tables([tagged, deletes.select(tagged.column_names)])
+        return retracted, np.concatenate([buckets, gone.column("bucket").to_numpy()])
+
+    def _remember_global(
+        self, cp: _Checkpoint, records: pa.Table, tagged: pa.Table, buckets: np.ndarray
+    ) -> None:
+        """Records the winning version of every key of ``records``: its ordering value (for
+        later versions to compete with), and the buckets it went to as a record (for a later
+        winner to delete it from)."""
+        keys = records.column(RECORD_KEY).combine_chunks().cast(pa.string())
+        latest: dict[str, Any] = {"group": keys}
+        if self._ordering is not None:
+            latest["ordering"] = records.column(self._ordering)
+        seen = pa.table(latest)
+        placed = pa.table(
+            {
+                "key": tagged.column(RECORD_KEY).cast(pa.string()),
+                "bucket": pa.array(buckets),
+                "partition": tagged.column(PARTITION_PATH).cast(pa.string()),
+            }
+        )
+        as_record = pc.equal(tagged.column(OP_COLUMN), OP_UPSERT)
+        placed = placed.filter(pc.and_(as_record, pc.not_equal(pa.array(buckets), _NO_BUCKET)))
+        if cp.seen is not None:
+            seen = pa.concat_tables(
+                [cp.seen.filter(pc.invert(pc.is_in(cp.seen.column("group"), value_set=keys))), seen],
+                promote_options="permissive",
+            )
+        if cp.placed is not None:
+            placed = pa.concat_tables(
+                [cp.placed.filter(pc.invert(pc.is_in(cp.placed.column("key"), value_set=keys))), placed]
+            )
+        cp.seen, cp.placed = seen.combine_chunks(), placed.combine_chunks()
 
     def _remember(self, cp: _Checkpoint, group: pa.Array, buckets: pa.Array, records: pa.Table) -> None:
         """Records the winning version of every key of the batch: its bucket, ordering value."""
@@ -629,6 +740,10 @@ def _parse_operation(operation: str | Operation) -> Operation:
             "use Table.insert / Table.bulk_insert for batch loads"
         )
     return op
+
+
+def _with(records: pa.Table, name: str, values: pa.Array) -> pa.Table:
+    return records.set_column(records.schema.get_field_index(name), name, values)
 
 
 def _group_keys(records: pa.Table) -> pa.Array:

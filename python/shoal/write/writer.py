@@ -430,7 +430,7 @@ class Writer:
                 index,
                 view.latest_file_slices(),
                 self.wc.update_partition_path,
-                lambda sl: self._stored_keys(sl, timeline),
+                lambda sl: self.stored_keys(sl, timeline),
                 self.config.precombine_field if event_time else None,
             )
         groups = group_rows(records.column(PARTITION_PATH))
@@ -483,7 +483,7 @@ class Writer:
                     routed.append((bucket_idx, pa.concat_arrays(parts)))
         return assignment, records, routed
 
-    def _stored_keys(self, existing: FileSlice, timeline: Timeline) -> pa.Table:
+    def stored_keys(self, existing: FileSlice, timeline: Timeline) -> pa.Table:
         """The keys (and ordering values) a file slice holds as its readers see it: the base
         file's key columns merged with the slice's logs."""
         ordering = self.config.precombine_field
@@ -911,18 +911,6 @@ def _known_partitions(storage: Storage, partitions: Sequence[str]) -> list[str]:
             regex = re.compile(".*".join(re.escape(piece) for piece in pattern.split("*")))
             named += [p for p in every if regex.fullmatch(p)]
     return list(dict.fromkeys(named))
-
-
-def refuse_global_index(wc: WriteConfig, operation: Operation, path: str) -> None:
-    """Raises UnsupportedError when ``operation`` would look its keys up in a global index on
-    write ``path``: only writes that plan a whole batch at once (``shoal.Table``'s writes on
-    any executor, and ``shoal.spark.write``) plan with one."""
-    if wc.global_index and looks_up_keys(wc, operation):
-        raise UnsupportedError(
-            f"hoodie.index.type={wc.get(INDEX_TYPE)} is supported by shoal.Table's writes and "
-            f"shoal.spark.write, not by {path}, which routes records before a key could be looked "
-            "up in every partition"
-        )
 
 
 def looks_up_keys(wc: WriteConfig, operation: Operation) -> bool:
