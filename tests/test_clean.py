@@ -12,6 +12,8 @@ import io
 import itertools
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import fastavro
@@ -29,6 +31,7 @@ from shoal.timeline.timeline import Timeline
 from .hudi_oracle import hudi_rs_read, rows_by
 
 SCHEMAS = Path(shoal.__file__).parent / "schemas"
+REPO = Path(__file__).parents[1]
 COLUMNS = ["id", "part", "ts", "v"]
 NO_AUTO_CLEAN = {"hoodie.clean.automatic": "false"}
 VERSIONS = {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS"}
@@ -330,6 +333,35 @@ def test_a_pending_clean_is_completed_by_the_next_clean(tmp_path):
     assert failed == [gone.rsplit("/", 1)[1]]
     assert meta["totalFilesDeleted"] == len(planned) - 1
     assert _read_avro(t, f"{pending}.clean.inflight", "HoodieCleanerPlan.v6.writer") == plan
+    assert _rows(t.read()) == model.as_of[max(model.as_of)]
+
+
+def test_two_processes_running_one_clean_plan_both_succeed(tmp_path, monkeypatch):
+    """Another process runs the pending clean to its end while this one is deleting the same
+    files: both succeed, and the clean records the files the other one deleted."""
+    t, model = _build(tmp_path / "t", "COPY_ON_WRITE", commits=6)
+    options = {"hoodie.cleaner.commits.retained": "2"}
+    before = _data_files(t.path)
+    pending = clean_mod.schedule_clean(t.storage, t.config, WriteConfig(options))
+    assert pending is not None
+    original, others = clean_mod.run_clean_task, []
+
+    def after_another_process(spec, storage=None):
+        if not others:
+            code = f"import shoal; print(shoal.Table({t.path!r}).clean(options={options!r}))"
+            done = subprocess.run(
+                [sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=REPO
+            )
+            others.append(done.stdout)
+        return original(spec, storage)
+
+    monkeypatch.setattr(clean_mod, "run_clean_task", after_another_process)
+    assert t.clean(options=options) == [pending]
+    assert pending in others[0]
+    left = _data_files(t.path)
+    meta = _read_avro(t, f"{pending}.clean", "HoodieCleanMetadata.v6.writer")
+    assert meta["totalFilesDeleted"] == len(before - left) > 0
+    assert not [n for pm in meta["partitionMetadata"].values() for n in pm["failedDeleteFiles"]]
     assert _rows(t.read()) == model.as_of[max(model.as_of)]
 
 

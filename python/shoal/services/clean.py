@@ -37,6 +37,7 @@ from a wrong slice.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import enum
 import json
@@ -380,7 +381,9 @@ def run_clean(
     storage: Storage, config: TableConfig, instant_time: str, executor: Executor | None = None
 ) -> dict:
     """Executes the clean plan at ``instant_time`` (requested, or inflight after a crash) and
-    returns the ``HoodieCleanMetadata``; a completed clean just returns its metadata."""
+    returns the ``HoodieCleanMetadata``; a completed clean just returns its metadata. Several
+    processes may run one plan at once: the first to complete it records what it deleted, and
+    the others return that."""
     config.check_writable("clean")
     executor = executor or LocalExecutor()
     with table_lock(storage, WRITE):
@@ -394,9 +397,12 @@ def run_clean(
         requested = Instant(instant_time, Action.CLEAN, State.REQUESTED)
         content = timeline.read_instant(requested)
         plan = decode_record(content, f"clean plan {instant_time}")
-        inflight = (
-            inst if inst.state == State.INFLIGHT else timeline.transition_to_inflight(requested, content)
-        )
+        inflight = inst.with_state(State.INFLIGHT)
+        if inst.state == State.REQUESTED:
+            # Another process may run this plan too: deleting the planned files twice is
+            # harmless, and whichever completes the clean first records it.
+            with contextlib.suppress(CommitConflictError):
+                timeline.transition_to_inflight(requested, content)
         # A savepoint made after planning pins its files: they are left alone.
         pinned = savepointed_files(timeline)
         planned = {
@@ -429,9 +435,13 @@ def run_clean(
             "bootstrapPartitionMetadata": {},
             "extraMetadata": plan.get("extraMetadata") or {},
         }
-        timeline.complete(
-            inflight, _native.avro_container_encode(load_schema(METADATA_SCHEMA), json.dumps([metadata]))
-        )
+        try:
+            timeline.complete(
+                inflight, _native.avro_container_encode(load_schema(METADATA_SCHEMA), json.dumps([metadata]))
+            )
+        except CommitConflictError:
+            # Another process completed this clean meanwhile: its metadata is the clean's.
+            return clean_metadata(timeline.reload(), instant_time)
         return metadata
 
 
