@@ -43,6 +43,20 @@ def _keepers() -> list[str]:
     return found
 
 
+def _zombie_children() -> list[int]:
+    zombies = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] == "Z" and int(fields[1]) == os.getpid():
+            zombies.append(int(pid))
+    return zombies
+
+
 def _until(condition, seconds: float = 10.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -173,6 +187,8 @@ def test_the_keeper_stops_when_the_write_completes(tmp_path):
     (path / heartbeat_path(instant_time)).unlink(missing_ok=True)
     assert _until(lambda: not _keepers())
     assert not (path / heartbeat_path(instant_time)).exists()
+    # The keeper was started through a launcher: no child of this process is left a zombie.
+    assert not _zombie_children()
 
 
 def test_no_keeper_without_a_process_to_watch(tmp_path):

@@ -31,6 +31,11 @@ from shoal.timeline.timeline import Timeline
 
 log = logging.getLogger(__name__)
 
+_LAUNCHER = (
+    "import subprocess, sys; subprocess.Popen(sys.argv[1:], stdin=subprocess.DEVNULL, "
+    "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)"
+)
+
 
 def process_start(pid: int) -> int | None:
     """The start time of process ``pid`` (clock ticks since boot, from ``/proc``), which tells a
@@ -82,15 +87,17 @@ def start_keeper(base_uri: str, instant_time: str, interval_ms: int, watched_pid
         str(start),
     ]
     try:
-        subprocess.Popen(
-            command,
+        # Started through a launcher that exits at once: the keeper is nobody's child here, so
+        # it leaves no zombie behind in a Python worker that Spark keeps for later jobs.
+        subprocess.run(
+            [sys.executable, "-c", _LAUNCHER, *command],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            close_fds=True,
+            check=True,
+            timeout=60,
         )
-    except OSError as exc:
+    except (OSError, subprocess.SubprocessError) as exc:
         log.warning("no keeper for the heartbeat of instant %s: %s", instant_time, exc)
         return False
     return True
