@@ -17,7 +17,7 @@ import shoal
 from shoal.errors import InvalidArgumentError
 from shoal.spark.executor import SparkExecutor
 from shoal.spark.services import compact, spark_table
-from shoal.spark.write import pack_buckets, route_keys, spark_hash_int, write_task_count
+from shoal.spark.task_layout import pack_buckets, route_keys, spark_hash_int, write_task_count
 from shoal.tasks.mor_append import LogAppendSpec
 from tests.hudi_oracle import hudi_rs_read, rows_by
 from tests.table_files import committed_paths, data_files
@@ -175,7 +175,7 @@ def test_clean_and_archive_from_spark(spark, tmp_path):
 
 
 def test_a_log_and_its_stray_target_share_a_task_and_the_log_comes_first():
-    from shoal.spark.write import pack_with_targets, routes_before_targets
+    from shoal.spark.task_layout import pack_with_targets, routes_before_targets
 
     weights = [50, 40, 30, 20, 10, 5]
     # Log bucket 0 gives its bloom false positives to bucket 5, log bucket 2 to bucket 1.

@@ -135,7 +135,7 @@ def test_only_inputs_that_could_change_are_checkpointed(spark, tmp_path):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from shoal.spark.write import reproducible
+    from shoal.spark.frames import reproducible
 
     pa_table = pa.table({"k": [str(i) for i in range(20)], "p": ["a", "b"] * 10, "v": list(range(20))})
     source = tmp_path / "in.parquet"
@@ -232,18 +232,18 @@ def test_bulk_insert_keeps_the_input_order_when_the_sort_mode_says_so(spark, tmp
 
 
 def test_count_pass_runs_at_most_one_task_per_core(spark):
-    from shoal.spark.write import _one_count_task_per_core
+    from shoal.spark.counting import one_count_task_per_core
 
     cores = spark.sparkContext.defaultParallelism
     many = spark.range(100).repartition(cores * 3)
-    assert _one_count_task_per_core(many, spark).rdd.getNumPartitions() == cores
+    assert one_count_task_per_core(many, spark).rdd.getNumPartitions() == cores
     few = spark.range(100).repartition(1)
-    assert _one_count_task_per_core(few, spark).rdd.getNumPartitions() == 1
-    assert sorted(r.id for r in _one_count_task_per_core(many, spark).collect()) == list(range(100))
+    assert one_count_task_per_core(few, spark).rdd.getNumPartitions() == 1
+    assert sorted(r.id for r in one_count_task_per_core(many, spark).collect()) == list(range(100))
 
 
 def test_log_append_tasks_split_off_keys_their_base_file_does_not_hold(tmp_path):
-    from shoal.spark.write import _split_strays
+    from shoal.spark.write_tasks import split_strays
     from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_UPSERT
     from shoal.tasks.mor_append import LogAppendSpec
 
@@ -272,10 +272,10 @@ def test_log_append_tasks_split_off_keys_their_base_file_does_not_hold(tmp_path)
             OP_COLUMN: pa.array([OP_UPSERT, OP_HARD_DELETE, OP_UPSERT, OP_HARD_DELETE, OP_UPSERT], pa.int8()),
         }
     )
-    held, strays = _split_strays(spec, records)
+    held, strays = split_strays(spec, records)
     assert held.column("_hoodie_record_key").to_pylist() == ["k1", "k2", "k3"]
     # New keys become inserts elsewhere; deletes of keys nobody holds are dropped.
     assert strays.column("_hoodie_record_key").to_pylist() == ["k11"]
     logs_only = dataclasses.replace(spec, base_file_name="")
-    held, strays = _split_strays(logs_only, records)
+    held, strays = split_strays(logs_only, records)
     assert held.num_rows == records.num_rows and strays.num_rows == 0

@@ -60,6 +60,7 @@ from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
 from shoal.read.filters import Filter
 from shoal.services.rollback import rollback_instant
+from shoal.spark.options import OPERATION_OPTION, open_or_create, parse_options
 from shoal.spark.read import (
     arrow_target,
     check_arguments,
@@ -69,7 +70,6 @@ from shoal.spark.read import (
     spark_schema,
 )
 from shoal.spark.stream import ShoalStreamReader, read_partition, slice_partitions, split_stream_options
-from shoal.spark.write import OPERATION_OPTION, open_or_create, parse_options
 from shoal.table import Table
 from shoal.timeline.commit_metadata import WriteStat
 from shoal.timeline.heartbeat import Heartbeat, heartbeat_path

@@ -26,6 +26,9 @@ from shoal.write.gather import column_identity, take_rows
 ROUTE_COLUMN = "_shoal_route"
 VALUE_COLUMN = "_shoal_value"
 PIECE_COLUMN = "_shoal_piece"
+# The input position of a record in its route pass task (what Spark's monotonically_increasing_id
+# would give it), carried in the packed records when deduplication needs the input order.
+SEQ_COLUMN = "_shoal_seq"
 PAYLOAD_COLUMN = "_shoal_records"
 PACKED_SCHEMA = f"{ROUTE_COLUMN} int, {VALUE_COLUMN} long, {PIECE_COLUMN} int, {PAYLOAD_COLUMN} binary"
 PACKED_ARROW_SCHEMA = pa.schema(
