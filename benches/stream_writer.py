@@ -6,6 +6,7 @@ updates and half inserts, as one checkpoint. Small limits flush more often: merg
 flushes append log blocks (cheap), copy-on-write flushes rewrite the file group's base file.
 
     .venv/bin/python benches/stream_writer.py [--rows 200000] [--batches 10] [--batch 25000]
+        [--index BLOOM|GLOBAL_BLOOM|GLOBAL_SIMPLE|SIMPLE]
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--batch", type=int, default=25_000)
+    parser.add_argument("--index", default="BLOOM", help="hoodie.index.type of the writes")
     args = parser.parse_args()
+    options = {"hoodie.index.type": args.index}
     for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
         for label, bucket, total in LIMITS:
             with tempfile.TemporaryDirectory() as tmp:
@@ -64,10 +67,11 @@ def main() -> None:
                 batches = [_batch(start + i * args.batch, args.batch, i + 1) for i in range(args.batches)]
                 began = time.perf_counter()
                 if bucket is None or total is None:
-                    table.upsert(pa.concat_tables(batches))
+                    table.upsert(pa.concat_tables(batches), options=options)
                     detail = ""
                 else:
-                    with table.stream_writer(bucket_buffer_bytes=bucket, total_buffer_bytes=total) as writer:
+                    limits = {"bucket_buffer_bytes": bucket, "total_buffer_bytes": total}
+                    with table.stream_writer(**limits, options=options) as writer:
                         for b in batches:
                             writer.write(b)
                     s = writer.stats
