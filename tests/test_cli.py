@@ -141,3 +141,46 @@ def test_info_shows_pending_writes_and_the_lock(tmp_path, capsys, monkeypatch):
     assert f"commit {alive} (requested, last heartbeat 42 s ago)" in out
     assert f"commit {dead} (requested, no heartbeat)" in out
     assert "ingest-7" in out
+
+
+def test_stats_reports_write_amplification_and_file_sizes(tmp_path, capsys):
+    """Copy-on-write rewrites a whole file for a few updates: 100 records written for 20
+    updated is a write amplification of 5; merge-on-read logs the 20 alone. File sizes are
+    those of the newest files on disk."""
+    import os
+    from pathlib import Path
+
+    from shoal.cli.stats import commit_writes, partition_files
+    from shoal.timeline.timeline import Timeline
+
+    ids = list(range(100))
+    first = pa.table({"id": ids, "city": ["a"] * 50 + ["b"] * 50, "ts": [1] * 100})
+    updates = pa.table({"id": ids[::5], "city": ["a"] * 10 + ["b"] * 10, "ts": [2] * 20})
+    for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
+        t = shoal.Table.create(
+            str(tmp_path / table_type),
+            name="s",
+            table_type=table_type,
+            record_key="id",
+            partition_by="city",
+            ordering_field="ts",
+        )
+        t.insert(first)
+        t.upsert(updates)
+        writes = commit_writes(Timeline.load(t.storage, t.config))
+        assert [(w.written, w.updated, w.inserted) for w in writes] == (
+            [(100, 0, 100), (100, 20, 0)] if table_type == "COPY_ON_WRITE" else [(100, 0, 100), (20, 20, 0)]
+        )
+        files = {p.partition: p for p in partition_files(t.file_slices())}
+        for city in ("a", "b"):
+            on_disk = sorted(Path(t.path, city).glob("*.parquet"))
+            newest = max(on_disk, key=lambda f: f.name.rsplit("_", 1)[-1])
+            assert files[city].base_sizes == (os.path.getsize(newest),)
+            logs = list(Path(t.path, city).glob(".*.log.*"))
+            assert files[city].log_files == len(logs) == (1 if table_type == "MERGE_ON_READ" else 0)
+            assert files[city].log_bytes == sum(os.path.getsize(f) for f in logs)
+        assert files[None].base_sizes == tuple(sorted(files["a"].base_sizes + files["b"].base_sizes))
+        assert main(["stats", t.path]) == 0
+        out = capsys.readouterr().out
+        assert ("5.00" in out) == (table_type == "COPY_ON_WRITE")
+        assert ("1.00" in out) == (table_type == "MERGE_ON_READ")

@@ -1,6 +1,6 @@
 """``shoal <command> <table path>``: table info, timeline (active or archived), a commit's files and
-extra metadata, file slices, rows, and the table services (compact, clean, archive, rollback,
-savepoint, restore); ``shoal demo``."""
+extra metadata, file slices, write and file size statistics, rows, and the table services
+(compact, clean, archive, rollback, savepoint, restore); ``shoal demo``."""
 
 from __future__ import annotations
 
@@ -269,6 +269,59 @@ def _commit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _size(n: int) -> str:
+    """Bytes for people: 512 B, 14.2 KiB, 118.0 MiB."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from shoal.cli.stats import commit_writes, partition_files
+
+    t = _table(args)
+    writes = RichTable(title="records written per commit (WA: write amplification, written / updated)")
+    # Narrow consoles wrap values instead of cutting them short; instant times stay whole.
+    writes.add_column("instant", no_wrap=True, min_width=17)
+    for col in ("action", "operation"):
+        writes.add_column(col, overflow="fold")
+    for col in ("written", "updated", "inserts", "deletes", "bytes", "WA"):
+        writes.add_column(col, justify="right", overflow="fold")
+    rows = commit_writes(Timeline.load(t.storage, t.config))
+    for w in rows:
+        amp = f"{w.amplification:.2f}" if w.amplification is not None else "-"
+        counts = (w.written, w.updated, w.inserted, w.deleted)
+        writes.add_row(w.instant, w.action, w.operation, *(f"{c:,}" for c in counts), _size(w.bytes), amp)
+    written, updated = sum(w.written for w in rows), sum(w.updated for w in rows)
+    writes.add_row(
+        "all",
+        "",
+        "",
+        f"{written:,}",
+        f"{updated:,}",
+        f"{sum(w.inserted for w in rows):,}",
+        f"{sum(w.deleted for w in rows):,}",
+        _size(sum(w.bytes for w in rows)),
+        f"{written / updated:.2f}" if updated else "-",
+    )
+    console.print(writes)
+    sizes = RichTable(title="latest file slices: base file bytes, and logs awaiting compaction")
+    sizes.add_column("partition", overflow="fold")
+    for col in ("files", "min", "median", "mean", "p95", "max", "logs", "log bytes"):
+        sizes.add_column(col, justify="right", overflow="fold")
+    for p in partition_files(t.file_slices(as_of=args.as_of)):
+        n = len(p.base_sizes)
+        mean = sum(p.base_sizes) // n if n else 0
+        stats = (n, p.percentile(0), p.percentile(50), mean, p.percentile(95), p.percentile(100))
+        name = "all" if p.partition is None else p.partition or "/"
+        sizes.add_row(name, f"{n:,}", *(_size(v) for v in stats[1:]), f"{p.log_files:,}", _size(p.log_bytes))
+    console.print(sizes)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shoal", description="Inspect and operate Hudi tables.")
     common = argparse.ArgumentParser(add_help=False)
@@ -301,6 +354,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p.add_argument("--as-of", default=None)
     p.set_defaults(fn=_files)
+    p = command("stats", help="records written per commit (write amplification) and file sizes")
+    p.add_argument("path")
+    p.add_argument("--as-of", default=None, help="the file slices as of this instant")
+    p.set_defaults(fn=_stats)
     p = command("show", help="print rows")
     p.add_argument("path")
     p.add_argument("--columns", default=None, help="comma-separated columns")
