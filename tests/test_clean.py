@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import fastavro
@@ -344,15 +345,17 @@ def test_two_processes_running_one_clean_plan_both_succeed(tmp_path, monkeypatch
     before = _data_files(t.path)
     pending = clean_mod.schedule_clean(t.storage, t.config, WriteConfig(options))
     assert pending is not None
-    original, others = clean_mod.run_clean_task, []
+    original, others, once = clean_mod.run_clean_task, [], threading.Lock()
 
     def after_another_process(spec, storage=None):
-        if not others:
-            code = f"import shoal; print(shoal.Table({t.path!r}).clean(options={options!r}))"
-            done = subprocess.run(
-                [sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=REPO
-            )
-            others.append(done.stdout)
+        # Clean tasks run on threads, one per partition: the first starts the other process.
+        with once:
+            if not others:
+                code = f"import shoal; print(shoal.Table({t.path!r}).clean(options={options!r}))"
+                done = subprocess.run(
+                    [sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=REPO
+                )
+                others.append(done.stdout)
         return original(spec, storage)
 
     monkeypatch.setattr(clean_mod, "run_clean_task", after_another_process)

@@ -162,13 +162,23 @@ def test_the_keeper_beats_while_the_watched_process_lives(tmp_path):
     _create(path, "COPY_ON_WRITE")
     instant_time = _pending_instant(path)
     storage = shoal.Table(path).storage
-    watched = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.5)"])
-    assert start_keeper(storage.base_uri, instant_time, 100, watched.pid)
-    time.sleep(0.8)
-    age = heartbeat_age(storage, instant_time)
-    assert age is not None and age < 0.5
-    watched.wait()
-    # The driver died: the heartbeat is left to expire, and the keeper is gone.
+    watched = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        assert start_keeper(storage.base_uri, instant_time, 100, watched.pid)
+
+        def fresh() -> bool:
+            age = heartbeat_age(storage, instant_time)
+            return age is not None and age < 1.0
+
+        # Never a second old for two seconds on end: the keeper beats every 100 ms.
+        assert _until(fresh)
+        for _ in range(20):
+            time.sleep(0.1)
+            assert fresh()
+    finally:
+        watched.kill()
+        watched.wait()
+    # The driver died: the keeper is gone, and the heartbeat is left to expire.
     assert _until(lambda: not _keepers())
     time.sleep(0.5)
     age = heartbeat_age(storage, instant_time)
