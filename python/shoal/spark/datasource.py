@@ -395,10 +395,11 @@ def begin_write(options: Mapping[str, str], schema: StructType, overwrite: bool)
     if pending.heartbeat is not None:
         # This process ends before the job does: a detached keeper beats while the Spark driver
         # (the JVM that runs this planning) lives and the write is pending.
-        pending.heartbeat.detach()
         heartbeat_ms = writer.concurrency.heartbeat_ms
         driver = ancestor_named("java") or os.getpid()
         start_keeper(table.storage.base_uri, pending.instant_time, heartbeat_ms, driver)
+        # This process beats until the keeper is started, then hands over.
+        pending.heartbeat.detach()
     return WriteJob(
         table.storage.base_uri, pending.instant_time, operation, hoodie, data_schema, planned, heartbeat_ms
     )
@@ -427,7 +428,14 @@ def _pending(
     # The commit deletes the heartbeat file (the keeper then stops).
     heartbeat = Heartbeat(writer.storage, job.instant, job.heartbeat_ms) if job.heartbeat_ms else None
     return PendingWrite(
-        job.operation, assignment, planned or timeline, job.instant, instant, {}, None, heartbeat=heartbeat
+        job.operation,
+        assignment,
+        planned if planned is not None else timeline,
+        job.instant,
+        instant,
+        {},
+        None,
+        heartbeat=heartbeat,
     )
 
 

@@ -49,9 +49,7 @@ class Heartbeat:
 
     def stop(self) -> None:
         """Stops beating and deletes the file: the write is committed, or given up."""
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
+        self.detach()
         self.storage.delete(heartbeat_path(self.instant_time), missing_ok=True)
 
     def detach(self) -> None:

@@ -183,7 +183,8 @@ class _Checkpoint:
     owner: int
     slices: dict[str, list[FileSlice]] = field(default_factory=dict)
     # Every key routed in this checkpoint: group (partition path NUL record key), bucket (null
-    # for a delete with nothing to delete), and the ordering value of its winning version.
+    # for a delete with nothing to delete), and the ordering value of its winning version. Under
+    # a global index: the record key alone, and the ordering value.
     seen: pa.Table | None = None
     # Under a global index: (key, bucket, partition path) of every bucket the winning version of
     # a key went to as a record.
