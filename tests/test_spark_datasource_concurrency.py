@@ -25,8 +25,8 @@ from shoal.timeline.instant import Action
 from shoal.timeline.timeline import Timeline
 from tests.test_concurrency import OCC, _apply, _check, _create, _no_stray_files, _other_writer, _rows
 
-# Beats every 250 ms: without a keeper, the write's heartbeat expires after 500 ms.
-FAST = {**OCC, "hoodie.client.heartbeat.interval_in_ms": "250"}
+# Beats every 500 ms: without a keeper, the write's heartbeat expires after a second.
+FAST = {**OCC, "hoodie.client.heartbeat.interval_in_ms": "500"}
 
 
 def _keepers() -> list[str]:
@@ -67,13 +67,13 @@ def _until(condition, seconds: float = 10.0) -> bool:
 
 
 def _slow_input(spark, rows: pa.Table, path: Path, theirs: pa.Table, done: Path):
-    """``rows`` as a DataFrame whose evaluation waits 1.5 s (six heartbeat intervals), has
+    """``rows`` as a DataFrame whose evaluation waits 3 s (six heartbeat intervals), has
     another process upsert ``theirs`` into the table, and waits another half second."""
 
     def slow(batches):
         batches = list(batches)
         if batches and not done.exists():
-            time.sleep(1.5)
+            time.sleep(3.0)
             done.write_text(_other_writer(path, theirs, FAST))
             time.sleep(0.5)
         yield from batches
