@@ -312,13 +312,21 @@ for _k in ("hoodie.datasource.write.row.writer.enable", "hoodie.embed.timeline.s
     _opt(_k, None, _bool, "Ignored by shoal (a Hudi engine setting).")
 
 
-def _no_meta_sync(v: str) -> bool:
-    if _bool(v):
-        raise ValueError(
-            "shoal does not sync tables to a metastore (Hive, Glue, ...); register the table path "
-            "with the catalog yourself"
-        )
-    return False
+def _only_false(refusal: str) -> Callable[[str], bool]:
+    """A boolean option shoal supports only as false: true raises ``refusal``."""
+
+    def parse(v: str) -> bool:
+        if _bool(v):
+            raise ValueError(refusal)
+        return False
+
+    return parse
+
+
+_no_meta_sync = _only_false(
+    "shoal does not sync tables to a metastore (Hive, Glue, ...); register the table path with the "
+    "catalog yourself"
+)
 
 
 META_SYNC_ENABLE = _opt("hoodie.datasource.meta.sync.enable", "false", _no_meta_sync, "Only false.")
@@ -371,13 +379,10 @@ COMPACT_MAX_DELTA_SECONDS = _opt(
 
 
 # -- clean ----------------------------------------------------------------------------------
-def _sync_only(v: str) -> bool:
-    if _bool(v):
-        raise ValueError(
-            "asynchronous cleaning is not supported: cleans run inline after commits "
-            "(hoodie.clean.automatic) or on demand (Table.clean)"
-        )
-    return False
+_sync_only = _only_false(
+    "asynchronous cleaning is not supported: cleans run inline after commits "
+    "(hoodie.clean.automatic) or on demand (Table.clean)"
+)
 
 
 CLEAN_AUTOMATIC = _opt(

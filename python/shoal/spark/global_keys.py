@@ -33,7 +33,7 @@ from pyspark import TaskContext
 from shoal import _native
 from shoal.arrays import contiguous
 from shoal.fs.view import FileSystemView
-from shoal.spark.keying import KeySpec, chunked, keyed_columns, reconciled_key_columns
+from shoal.spark.keying import KeySpec, chunked, key_columns_of, keyed_table
 from shoal.spark.keys import KeyMap, key_hash
 from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_UPSERT
 from shoal.timeline.timeline import Timeline
@@ -67,7 +67,8 @@ def key_task(spec: KeySpec, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
     position = (context.partitionId() << 33) if context is not None else 0
     ordering = spec.ordering
     for chunk in chunked(batches, KEY_CHUNK_ROWS):
-        keys, partitions, ops = keyed_columns(spec, chunk)
+        keyed = keyed_table(spec, chunk)
+        keys, partitions, ops = key_columns_of(spec, keyed)
         n = len(keys)
         columns = [
             pa.array(np.arange(position, position + n, dtype=np.int64)),
@@ -76,9 +77,8 @@ def key_task(spec: KeySpec, schema: pa.Schema, batches: Iterator[pa.RecordBatch]
             ops,
         ]
         if ordering is not None:
-            data = reconciled_key_columns(spec, chunk)
-            if ordering.name in data.column_names:
-                columns.append(data.column(ordering.name).combine_chunks().cast(ordering.type))
+            if ordering.name in keyed.column_names:
+                columns.append(keyed.column(ordering.name).combine_chunks().cast(ordering.type))
             else:
                 columns.append(pa.nulls(n, ordering.type))
         position += n
@@ -196,7 +196,8 @@ def plan_global(
     ordering = writer.config.precombine_field
     combine = writer.combine(operation)
     all_keys = keyed.column(RECORD_KEY)
-    if not combine and not _native.keys_distinct(contiguous(all_keys)):
+    repeats = not _native.keys_distinct(contiguous(all_keys))
+    if not combine and repeats:
         return None
     records = finish_records(keyed, operation, ordering, combine, global_keys=True)
     if operation not in (Operation.UPSERT, Operation.DELETE):
@@ -221,7 +222,7 @@ def plan_global(
     distinct = keys.take(pa.array(order[first]))
     key_map = KeyMap(distinct, pa.array(np.arange(len(first), dtype=np.int64)), hashes[first])
     # Every record of a key, the one kept or not, goes to each of the key's destinations.
-    if _native.keys_distinct(contiguous(all_keys)):
+    if not repeats:
         sent = len(going)
     else:
         _, index = key_map.lookup(all_keys.combine_chunks())

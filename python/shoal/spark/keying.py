@@ -52,18 +52,26 @@ class BucketLayout:
     num_buckets: int
 
 
-def reconciled_key_columns(spec: KeySpec, data: pa.Table) -> pa.Table:
-    """The key columns ``data`` with the types the table gives them, as the write task will
-    reconcile the whole records."""
+def keyed_table(spec: KeySpec, data: pa.Table) -> pa.Table:
+    """The key columns ``data`` with the types the table gives them (as the write task will
+    reconcile the whole records), and the record key and partition path added; a null or empty
+    key fails here."""
     data = normalize_types(data)
-    return reconcile(data, spec.key_schema) if spec.key_schema is not None else data
+    if spec.key_schema is not None:
+        data = reconcile(data, spec.key_schema)
+    keyed = add_keys(data, task_keygen(spec.table_properties))
+    validate_keys(keyed.column(RECORD_KEY))
+    return keyed
 
 
 def keyed_columns(spec: KeySpec, data: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
     """Record keys (validated), partition paths and operations of the key columns ``data``, as
     the write task will compute them from the whole records."""
-    keyed = add_keys(reconciled_key_columns(spec, data), task_keygen(spec.table_properties))
-    validate_keys(keyed.column(RECORD_KEY))
+    return key_columns_of(spec, keyed_table(spec, data))
+
+
+def key_columns_of(spec: KeySpec, keyed: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """Record keys, partition paths and operations of a :func:`keyed_table`."""
     keys = keyed.column(RECORD_KEY).combine_chunks()
     partitions = keyed.column(PARTITION_PATH).combine_chunks()
     n = len(keys)
