@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from contextlib import AbstractContextManager
+from typing import Any, Generic, Protocol, TypeVar
 
 R = TypeVar("R")
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+class Shared(Protocol[T_co]):
+    """A value every task of an executor reads (``.value``) without it travelling in each item."""
+
+    @property
+    def value(self) -> T_co: ...
 
 
 class Executor(Protocol):
@@ -19,6 +29,27 @@ class Executor(Protocol):
 
     retries_tasks: bool
 
+    @property
+    def parallelism(self) -> int:
+        """How many items the executor runs at once: planners cut work into about this many."""
+        ...
+
     def map(self, fn: Callable[..., R], items: Sequence[tuple[Any, ...]]) -> list[R]:
         """``[fn(*item) for item in items]``, run by the executor's workers."""
         ...
+
+    def share(self, value: T) -> AbstractContextManager[Shared[T]]:
+        """``value`` for the tasks of the block's ``map`` calls: sent to each worker once (a
+        Spark broadcast), released at the end of the block."""
+        ...
+
+
+class InProcess(Generic[T]):
+    """A shared value of an executor whose tasks run in this process: the value itself."""
+
+    def __init__(self, value: T) -> None:
+        self._value = value
+
+    @property
+    def value(self) -> T:
+        return self._value

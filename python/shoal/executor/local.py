@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from shoal.executor.base import InProcess
+
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 class LocalExecutor:
@@ -18,6 +22,14 @@ class LocalExecutor:
 
     def __init__(self, max_workers: int | None = None) -> None:
         self.max_workers = max_workers or max(1, min(8, os.cpu_count() or 1))
+
+    @property
+    def parallelism(self) -> int:
+        return self.max_workers
+
+    @contextmanager
+    def share(self, value: T) -> Iterator[InProcess[T]]:
+        yield InProcess(value)
 
     def map(self, fn: Callable[..., R], items: Sequence[tuple[Any, ...]]) -> list[R]:
         if len(items) <= 1 or self.max_workers == 1:

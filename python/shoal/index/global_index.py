@@ -26,34 +26,39 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
+from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice
-from shoal.index.bloom import BloomIndex
+from shoal.read.mor import MorSliceSpec, merge_mor_slice
 from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_UPSERT, stale_ordering
 from shoal.write.prepare import PARTITION_PATH, RECORD_KEY
 
-# Reads the stored records of a file slice as its readers see them (logs merged): at least the
-# record key column, and the ordering field's when the table has one.
-StoredRecords = Callable[[FileSlice], pa.Table]
+# Per file slice, incoming records (keyed) that the slice's base file holds: whether the slice
+# still holds each record's key once its logs are merged, and whether the record loses to the
+# stored one under event-time ordering (``check_stored_slice``, run as an executor's tasks).
+CheckStored = Callable[[Sequence[tuple[FileSlice, pa.Table]]], list[tuple[np.ndarray, np.ndarray]]]
+# Looks keys up in file slices: every slice holding some of them, with the indices of the keys
+# it holds (``BloomIndex.locate``, or ``shoal.index.locate.locate_keys`` on an executor).
+Locate = Callable[[pa.Array, Sequence[FileSlice]], list[tuple[FileSlice, np.ndarray]]]
 
 
 def tag_globally(
     records: pa.Table,
-    index: BloomIndex,
+    locate: Locate,
     slices: Sequence[FileSlice],
     update_partition_path: bool,
-    stored: StoredRecords,
-    ordering_field: str | None,
+    check: CheckStored,
 ) -> tuple[pa.Table, pa.Array]:
-    """Looks ``records`` (keyed, one per key) up in ``slices`` (the latest of every partition).
+    """Looks ``records`` (keyed, one per key) up in ``slices`` (the latest of every partition)
+    with ``locate``.
 
     Returns the records to plan with and, per record, the file id of the file group it goes to
     (null: an insert into its partition). Records found elsewhere carry the partition path of
-    the file group they update; a moving record adds a hard delete there. ``ordering_field``:
-    the field that orders records under event-time ordering, else None (the incoming record
-    always wins)."""
+    the file group they update; a moving record adds a hard delete there. ``check`` reads the
+    stored records where a record could go more than one way."""
     n = records.num_rows
-    located = index.locate(records.column(RECORD_KEY).combine_chunks(), slices)
+    located = locate(records.column(RECORD_KEY).combine_chunks(), slices)
     if not located:
         return records, pa.nulls(n, pa.string())
     rows = np.concatenate([found for _, found in located])
@@ -73,7 +78,7 @@ def tag_globally(
     update = np.ones(len(rows), dtype=bool)
     delete = np.zeros(len(rows), dtype=bool)
     if checked.any():
-        present, stale = _stored_state(located, hit_slice, hit_records, checked, stored, ordering_field)
+        present, stale = _stored_state(located, hit_slice, hit_records, checked, check)
         held = ~checked | present
         if update_partition_path:
             # A record that beats the stored one elsewhere moves: a delete there, an insert here.
@@ -105,27 +110,47 @@ def _at_partition(records: pa.Table, partitions: pa.Array) -> pa.Table:
     return records.set_column(column, PARTITION_PATH, partitions)
 
 
+def check_stored_slice(spec: MorSliceSpec, incoming: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """A task of ``CheckStored``: per record of ``incoming`` (its keys, and its ordering values
+    when ``spec`` orders by event time), whether the slice ``spec`` still holds its key once its
+    logs are merged, and whether it loses to the stored record."""
+    ordering = spec.ordering_field if spec.event_time_ordering else None
+    wanted = [RECORD_KEY] + ([ordering] if ordering else [])
+    assert spec.base_file_path is not None
+    storage = Storage(spec.base_uri)
+    with storage.open_input_file(spec.base_file_path) as f:
+        parquet = pq.ParquetFile(f)
+        held = parquet.read(columns=[c for c in wanted if c in parquet.schema_arrow.names])
+    if spec.log_file_paths:
+        merged = merge_mor_slice(spec, storage, held).table()
+        held = merged.select([c for c in wanted if c in merged.column_names])
+    position = pc.index_in(incoming.column(RECORD_KEY), value_set=held.column(RECORD_KEY))
+    present = pc.is_valid(position).to_numpy(zero_copy_only=False)
+    stale = np.zeros(incoming.num_rows, dtype=bool)
+    if ordering and ordering in held.column_names and ordering in incoming.column_names:
+        losing = stale_ordering(incoming.column(ordering), held.column(ordering).take(position))
+        stale = pc.fill_null(losing, False).to_numpy(zero_copy_only=False)
+    return present, stale
+
+
 def _stored_state(
     located: Sequence[tuple[FileSlice, np.ndarray]],
     hit_slice: pa.Array,
     hit_records: pa.Table,
     checked: np.ndarray,
-    stored: StoredRecords,
-    ordering_field: str | None,
+    check: CheckStored,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per hit, for the ``checked`` ones: whether the file slice still holds the key once its
     logs are merged, and whether the incoming record loses to the stored one."""
     present = np.zeros(len(checked), dtype=bool)
     stale = np.zeros(len(checked), dtype=bool)
     slice_of_hit = hit_slice.to_numpy()
+    work = []
     for i in np.unique(slice_of_hit[checked]):
         hits = np.nonzero(checked & (slice_of_hit == i))[0]
-        incoming = hit_records.take(pa.array(hits))
-        held = stored(located[i][0])
-        position = pc.index_in(incoming.column(RECORD_KEY), value_set=held.column(RECORD_KEY))
-        present[hits] = pc.is_valid(position).to_numpy(zero_copy_only=False)
-        if ordering_field and ordering_field in held.column_names and ordering_field in incoming.column_names:
-            held_ordering = held.column(ordering_field).take(position)
-            losing = stale_ordering(incoming.column(ordering_field), held_ordering)
-            stale[hits] = pc.fill_null(losing, False).to_numpy(zero_copy_only=False)
+        work.append((hits, located[i][0], hit_records.take(pa.array(hits))))
+    states = check([(sl, incoming) for _, sl, incoming in work])
+    for (hits, _, _), (slice_present, slice_stale) in zip(work, states, strict=True):
+        present[hits] = slice_present
+        stale[hits] = slice_stale
     return present, stale

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from pyspark import SparkContext, TaskContext
+from pyspark import Broadcast, SparkContext, TaskContext
 from pyspark.sql import SparkSession
 
 from shoal import errors
@@ -52,6 +52,20 @@ class SparkExecutor:
     def __init__(self, spark: SparkSession, settle_timeout: float = SETTLE_TIMEOUT_SECONDS) -> None:
         self.spark = spark
         self.settle_timeout = settle_timeout
+
+    @property
+    def parallelism(self) -> int:
+        return int(self.spark.sparkContext.defaultParallelism)
+
+    @contextmanager
+    def share(self, value: T) -> Iterator[Broadcast[T]]:
+        """``value`` as a Spark broadcast: each executor fetches it once, whatever the number of
+        tasks reading it."""
+        broadcast = self.spark.sparkContext.broadcast(value)
+        try:
+            yield broadcast
+        finally:
+            broadcast.unpersist()
 
     def map(self, fn: Callable[..., R], items: Sequence[tuple[Any, ...]]) -> list[R]:
         if not items:

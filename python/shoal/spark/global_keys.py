@@ -10,7 +10,10 @@ partitions are duplicates of each other. So:
    route pass gives it);
 2. the driver deduplicates those by key (``finish_records``), tags them with the local writer's
    global tagging and assigns buckets (``Writer.route_records``), as a ``shoal.Table`` write
-   plans; only keys and ordering values are held there, never whole records;
+   plans; only keys and ordering values are held there, never whole records. The lookups of the
+   keys in the stored files run as Spark tasks (``shoal.index.locate``: the keys broadcast, each
+   task probing the footers and reading the key columns of a group of files), as do the reads
+   of the slices that a moving record leaves, so the driver reads no data file;
 3. the plan it broadcasts gives every key its destinations: the route value of each bucket it
    goes to, the partition path it is written under there (a record that stays where the table
    holds it takes that partition's), and an operation for the delete that a moving record

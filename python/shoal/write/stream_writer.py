@@ -47,7 +47,6 @@ import pyarrow.compute as pc
 
 from shoal import _native
 from shoal.arrays import importable
-from shoal.config.table_config import MergeOrdering
 from shoal.config.write_config import SCHEMA_ON_WRITE_ADD_COLUMNS
 from shoal.errors import (
     CommitConflictError,
@@ -535,15 +534,15 @@ class StreamWriter:
             keep = pc.or_(pc.is_null(position), _incoming_wins(records.column(self._ordering), before))
             if not pc.all(keep).as_py():
                 records = records.filter(keep)
-        event_time = writer.config.merge_ordering == MergeOrdering.EVENT_TIME
         assert isinstance(cp.index, BloomIndex)
+        # The checkpoint's index keeps the key columns it read (``cache_keys``) for its next
+        # batches: its lookups run here.
         tagged, tags = tag_globally(
             records,
-            cp.index,
+            cp.index.locate,
             cp.view.latest_file_slices(),
             writer.wc.update_partition_path,
-            lambda sl: writer.stored_keys(sl, cp.timeline),
-            writer.config.precombine_field if event_time else None,
+            writer.check_stored(cp.timeline),
         )
         found = pc.is_valid(tags)
         is_upsert = pc.equal(tagged.column(OP_COLUMN), OP_UPSERT)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import json
 import re
 from collections import defaultdict
@@ -14,7 +15,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from shoal import _native
 from shoal.arrays import contiguous
@@ -52,10 +52,11 @@ from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bloom import BloomIndex
 from shoal.index.bucket import BucketIndex
 from shoal.index.footer import KeyFooter
-from shoal.index.global_index import tag_globally
+from shoal.index.global_index import CheckStored, check_stored_slice, tag_globally
+from shoal.index.locate import locate_keys
 from shoal.index.simple import SimpleIndex
 from shoal.keygen import KeyGenerator
-from shoal.read.mor import MorSliceSpec, merge_mor_slice
+from shoal.read.mor import MorSliceSpec
 from shoal.schemas import load_schema
 from shoal.services.archive import run_inline_archive
 from shoal.services.clean import run_inline_clean
@@ -424,14 +425,12 @@ class Writer:
         index = bucket_index if bucket_index is not None else self.index(operation)
         global_tags = None
         if isinstance(index, BloomIndex) and self.wc.global_index:
-            event_time = self.config.merge_ordering == MergeOrdering.EVENT_TIME
             records, global_tags = tag_globally(
                 records,
-                index,
+                functools.partial(locate_keys, index, self.executor),
                 view.latest_file_slices(),
                 self.wc.update_partition_path,
-                lambda sl: self.stored_keys(sl, timeline),
-                self.config.precombine_field if event_time else None,
+                self.check_stored(timeline),
             )
         groups = group_rows(records.column(PARTITION_PATH))
         all_keys = records.column(RECORD_KEY)
@@ -483,20 +482,25 @@ class Writer:
                     routed.append((bucket_idx, pa.concat_arrays(parts)))
         return assignment, records, routed
 
-    def stored_keys(self, existing: FileSlice, timeline: Timeline) -> pa.Table:
-        """The keys (and ordering values) a file slice holds as its readers see it: the base
-        file's key columns merged with the slice's logs."""
-        ordering = self.config.precombine_field
-        wanted = [RECORD_KEY] + ([ordering] if ordering else [])
-        assert existing.base_file is not None
-        with self.storage.open_input_file(existing.base_file.path) as f:
-            parquet = pq.ParquetFile(f)
-            base = parquet.read(columns=[c for c in wanted if c in parquet.schema_arrow.names])
-        if not existing.log_files:
-            return base
+    def check_stored(self, timeline: Timeline) -> CheckStored:
+        """A global index's check of stored records (``CheckStored``) on ``timeline``: one task
+        of the executor per file slice, which gets the incoming keys (and ordering values) and
+        reads the slice's key columns with its logs merged."""
         event_time = self.config.merge_ordering == MergeOrdering.EVENT_TIME
-        merged = merge_mor_slice(self._slice_spec(existing, timeline, event_time), self.storage, base).table()
-        return merged.select([c for c in wanted if c in merged.column_names])
+        ordering = self.config.precombine_field if event_time else None
+        wanted = [RECORD_KEY] + ([ordering] if ordering else [])
+
+        def check(hits: Sequence[tuple[FileSlice, pa.Table]]) -> list[tuple[np.ndarray, np.ndarray]]:
+            items = [
+                (
+                    self._slice_spec(existing, timeline, event_time),
+                    incoming.select([c for c in wanted if c in incoming.column_names]),
+                )
+                for existing, incoming in hits
+            ]
+            return self.executor.map(check_stored_slice, items)
+
+        return check
 
     def _plan_bulk_insert(
         self, records: pa.Table, timeline: Timeline
