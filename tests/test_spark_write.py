@@ -472,3 +472,57 @@ def test_a_spark_write_that_widens_a_type_compacts_merge_on_read_first(spark, tm
     assert rows_by(hudi_rs_read(path), ["id", "n", "extra"], ["id"]) == want
     actions = [t.action for t in shoal.Table(path).timeline]
     assert actions == ["deltacommit", "deltacommit", "compaction", "deltacommit", "deltacommit"]
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_a_bloom_index_write_reads_only_the_footers_of_the_partitions_it_touches(
+    spark, tmp_path, monkeypatch, table_type
+):
+    """The driver reads no footer (the Spark tasks read those they need), and no footer of a
+    partition the write does not touch is read at all: a base file there whose footer cannot be
+    read stands in the way of nothing."""
+    from shoal.fs.storage import Storage
+
+    path = str(tmp_path / "t")
+    local = shoal.Table.create(
+        path,
+        name="t",
+        table_type=table_type,
+        record_key="id",
+        partition_by="city",
+        ordering_field="ts",
+        options=SMALL_FILES,
+    )
+    rows = [
+        {"id": i, "city": CITIES[i % 3], "ts": 1, "fare": float(i), "rider": "a", "_hoodie_is_deleted": False}
+        for i in range(60)
+    ]
+    local.insert(pa.Table.from_pylist(rows, schema=SCHEMA))
+    untouched = sorted((tmp_path / "t" / "chennai").glob("*.parquet"))
+    assert untouched
+    saved = {p: p.read_bytes() for p in untouched}
+    for p in untouched:
+        p.write_bytes(b"not a parquet file")
+    opened = Storage.open_input_file
+
+    def no_base_files_here(self, rel):
+        if rel.endswith(".parquet"):
+            raise AssertionError(f"the driver opened {rel}")
+        return opened(self, rel)
+
+    monkeypatch.setattr(Storage, "open_input_file", no_base_files_here)
+    # Updates and new keys in sf and nyc only.
+    batch = [
+        {"id": i, "city": CITIES[i % 3], "ts": 2, "fare": -1.0, "rider": "b", "_hoodie_is_deleted": False}
+        for i in [*range(0, 60, 3), *range(1, 60, 3), 60, 61]
+        if CITIES[i % 3] != "chennai"
+    ]
+    spark_write(spark.createDataFrame(pa.Table.from_pylist(batch, schema=SCHEMA).to_pandas()), path, "upsert")
+    monkeypatch.undo()
+    for p, data in saved.items():
+        p.write_bytes(data)
+    expected = {r["id"]: r for r in rows}
+    expected.update({r["id"]: r for r in batch})
+    columns = ["id", "city", "ts", "fare", "rider"]
+    got = rows_by(hudi_rs_read(path), columns, ["id"])
+    assert got == [{c: expected[i][c] for c in columns} for i in sorted(expected)]

@@ -8,7 +8,7 @@ import functools
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -33,16 +33,12 @@ class BloomIndex:
         prune_by_ranges: bool = True,
         workers: int = 4,
         use_footers: bool = True,
-        footers: Mapping[str, KeyFooter] | None = None,
         cache_keys: bool = False,
     ) -> None:
         self.storage = storage
         self.prune_by_ranges = prune_by_ranges
         self.workers = workers
         self.use_footers = use_footers
-        # Footers known in advance by base file path (a Spark driver broadcasts them to its
-        # tasks); any other file's footer is read from the file.
-        self.footers = footers or {}
         # Keep key columns read for confirmation in this process (bounded; base files never
         # change): a Spark worker tags one input partition after another against the same files.
         self.cache_keys = cache_keys
@@ -175,7 +171,7 @@ class BloomIndex:
         return keys
 
     def _footer(self, path: str) -> KeyFooter:
-        return self.footers.get(path) or read_key_footer(self.storage, path)
+        return read_key_footer(self.storage, path)
 
     def _prune_with_footer(self, keys: pa.Array, sl: FileSlice) -> tuple[pa.Array | None, pa.Array] | None:
         """Keys that may be in the file by its min/max keys and bloom filter: (their indices into

@@ -16,13 +16,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
-from shoal import _native
 from shoal.config import write_config as wc
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bloom import BloomIndex
 from shoal.index.bucket import BucketIndex, bucket_ids, bucket_of_file
-from shoal.index.footer import KeyFooter
 from shoal.spark.keying import BucketLayout, KeySpec, chunked, keyed_columns
 from shoal.tasks.cow_write import OP_HARD_DELETE, OP_UPSERT
 from shoal.write.assigner import Assignment
@@ -52,11 +50,12 @@ COUNT_ARROW_SCHEMA = pa.schema(
 
 @dataclass(frozen=True)
 class TagContext:
-    """Broadcast to the count and route passes: the latest slices of every partition and their
-    base files' key footers (min key, max key, bloom filter as in the footer, bloom type code)."""
+    """Broadcast to the count and route passes: the latest slices of every partition. The tasks
+    read the key footers (key ranges, bloom filters) of the partitions their keys fall in, once
+    per worker process (``read_key_footer``'s cache): the driver reads none, and a write that
+    touches a few partitions of a large table reads only theirs."""
 
     slices: dict[str, list[FileSlice]]
-    footers: dict[str, tuple[str | None, str | None, str | None, str | None]]
 
 
 class Profile:
@@ -160,11 +159,6 @@ def corrections_of(counted: pa.Table) -> dict[str, tuple[pa.Array, pa.Array]]:
     }
 
 
-# Per Python worker (workers are reused across tasks): the parsed footers of the current
-# write's broadcast, and its corrected tags by partition.
-_FOOTERS: dict[str, dict[str, KeyFooter]] = {}
-
-
 def one_count_task_per_core(keys: DataFrame, spark: SparkSession) -> DataFrame:
     """``keys`` in at most as many partitions as the cluster runs tasks at once (no shuffle).
     A count task that tags against the table's files reads (once per worker) and hashes every
@@ -182,7 +176,7 @@ def count_task(spec: KeySpec, broadcast: Any, batches: Iterator[pa.RecordBatch])
         yield from _count_buckets(spec, spec.buckets, batches)
         return
     context: TagContext | None = broadcast.value
-    index = task_index(spec, context) if context is not None else None
+    index = task_index(spec) if context is not None else None
     counts: dict[tuple[str, str | None, int], int] = defaultdict(int)
     corrected: list[pa.RecordBatch] = []
     for chunk in chunked(batches, TAG_CHUNK_ROWS):
@@ -314,13 +308,8 @@ def replaced_at(values: pa.Array, at: np.ndarray, new: pa.Array) -> pa.Array:
     return pa.concat_arrays([values.take(pa.array(kept)), new]).take(pa.array(order))
 
 
-def task_index(spec: KeySpec, context: TagContext) -> BloomIndex | None:
-    footers = _FOOTERS.get(spec.write_token)
-    if footers is None:
-        _FOOTERS.clear()
-        footers = _FOOTERS[spec.write_token] = {
-            path: KeyFooter(lo, hi, _native.BloomFilter.from_footer(bloom, code) if bloom else None)
-            for path, (lo, hi, bloom, code) in context.footers.items()
-        }
+def task_index(spec: KeySpec) -> BloomIndex | None:
+    """The index a count or route task tags with: footers read from the files, key columns kept
+    for the worker's next tasks."""
     storage, write_config = Storage(spec.base_uri), wc.WriteConfig(spec.write_options)
-    return make_index(storage, write_config, spec.operation, footers, cache_keys=True)
+    return make_index(storage, write_config, spec.operation, cache_keys=True)

@@ -178,7 +178,7 @@ def _routes(spec: KeySpec, broadcast: Any, keys: pa.Array, partitions: pa.Array,
     if plan.tags is None:
         tagged = [(p, rows, pa.nulls(len(rows), pa.string())) for p, rows in groups]
     else:
-        index = task_index(spec, plan.tags)
+        index = task_index(spec)
         assert index is not None
         per_partition = [keys.take(rows) for _, rows in groups]
         footer = index.footer_tags(

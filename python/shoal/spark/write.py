@@ -7,8 +7,10 @@ is the expensive direction: /work/shared/spec/SPARK_NOTES.md):
 
 1. *count* (``mapInArrow`` over the key columns of the input, ``shoal.spark.counting``): key
    generation, validation (a null or empty key fails here, before the timeline changes) and
-   bloom tagging against the latest base files, whose footers (key ranges, bloom filters) the
-   driver broadcasts. A key only one footer admits keeps that file's id unread: on copy-on-write
+   bloom tagging against the latest base files of the partitions the keys fall in, whose footers
+   (key ranges, bloom filters) each worker reads once: the driver broadcasts only the file
+   slices, never footers, so the cost follows the partitions a write touches, not the table's
+   size. A key only one footer admits keeps that file's id unread: on copy-on-write
    tables the rewrite of that file group takes a bloom false positive as an insert; on
    merge-on-read the log append task of the file group reads its base file's keys once and
    writes the false positives to a base file (``write_tasks.split_strays``): a new key must not
@@ -83,7 +85,6 @@ from shoal.config import write_config as wc
 from shoal.errors import InvalidArgumentError
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bucket import BucketIndex
-from shoal.index.footer import read_key_footer
 from shoal.spark.counting import (
     COUNT_SCHEMA,
     BucketCounts,
@@ -584,24 +585,8 @@ class SparkWrite:
         return spec, data_schema, table_schema
 
     def _tag_context(self, timeline: Timeline) -> TagContext:
-        """The latest slices and, for the bloom index, the key footers of their base files."""
-        storage = self.table.storage
+        """The latest slices of every partition (the tasks read the footers they need)."""
         by_partition: dict[str, list[FileSlice]] = defaultdict(list)
-        for sl in FileSystemView(storage, timeline).latest_file_slices():
+        for sl in FileSystemView(self.table.storage, timeline).latest_file_slices():
             by_partition[sl.partition_path].append(sl)
-        footers: dict[str, tuple[str | None, str | None, str | None, str | None]] = {}
-        if self.table.write_config.get(wc.INDEX_TYPE) == "BLOOM":
-            paths = [sl.base_file.path for sls in by_partition.values() for sl in sls if sl.base_file]
-            read = self.writer.driver.map(read_key_footer, [(storage, p) for p in paths])
-            for p, footer in zip(paths, read, strict=True):
-                bloom = footer.bloom
-                footers[p] = (
-                    footer.min_key,
-                    footer.max_key,
-                    bloom.to_footer() if bloom is not None else None,
-                    bloom.type_code if bloom is not None else None,
-                )
-        return TagContext(dict(by_partition), footers)
-
-
-# ---- the task side -----------------------------------------------------------------------------
+        return TagContext(dict(by_partition))

@@ -8,7 +8,7 @@ import functools
 import json
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +51,6 @@ from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bloom import BloomIndex
 from shoal.index.bucket import BucketIndex
-from shoal.index.footer import KeyFooter
 from shoal.index.global_index import CheckStored, check_stored_slice, tag_globally
 from shoal.index.locate import locate_keys
 from shoal.index.simple import SimpleIndex
@@ -341,11 +340,9 @@ class Writer:
 
     # ---- planning --------------------------------------------------------------------------
 
-    def index(
-        self, operation: Operation, footers: Mapping[str, KeyFooter] | None = None
-    ) -> BloomIndex | None:
+    def index(self, operation: Operation) -> BloomIndex | None:
         """The index that tags this operation's records; None when it needs no lookup."""
-        return make_index(self.storage, self.wc, operation, footers)
+        return make_index(self.storage, self.wc, operation)
 
     def bucket_index(self) -> BucketIndex | None:
         """The bucket index when ``hoodie.index.type=BUCKET``, else None."""
@@ -840,15 +837,14 @@ def make_index(
     storage: Storage,
     wc: WriteConfig,
     operation: Operation,
-    footers: Mapping[str, KeyFooter] | None = None,
     cache_keys: bool = False,
 ) -> BloomIndex | None:
     """The index that tags ``operation``'s records (``hoodie.index.type``); None when the
-    operation needs no lookup (inserts that allow duplicates). ``footers``, ``cache_keys``:
-    see BloomIndex. The bucket index (``Writer.bucket_index``) is planned by the local and
-    streaming writers and by ``shoal.spark.write``, which never ask for this index with it; the
-    Spark data source writer (``df.write.format("shoal")``), whose tasks each write the rows they
-    are given, refuses it here, before any instant."""
+    operation needs no lookup (inserts that allow duplicates). ``cache_keys``: see BloomIndex.
+    The bucket index (``Writer.bucket_index``) is planned by the local and streaming writers
+    and by ``shoal.spark.write``, which never ask for this index with it; the Spark data source
+    writer (``df.write.format("shoal")``), whose tasks each write the rows they are given,
+    refuses it here, before any instant."""
     if wc.get(INDEX_TYPE) == "BUCKET":
         raise UnsupportedError(
             "hoodie.index.type=BUCKET is supported by shoal.Table's writes, its streaming writer "
@@ -859,9 +855,7 @@ def make_index(
         return None
     if wc.get(INDEX_TYPE) in ("SIMPLE", "GLOBAL_SIMPLE"):
         return SimpleIndex(storage, cache_keys=cache_keys)
-    return BloomIndex(
-        storage, prune_by_ranges=wc.get(BLOOM_PRUNE_BY_RANGES), footers=footers, cache_keys=cache_keys
-    )
+    return BloomIndex(storage, prune_by_ranges=wc.get(BLOOM_PRUNE_BY_RANGES), cache_keys=cache_keys)
 
 
 def replaced_file_groups(
