@@ -513,3 +513,85 @@ def test_spark_tasks_run_the_global_plan(spark, tmp_path):
         tables[name] = rows_by(hudi_rs_read(path), COLUMNS, ["id"])
     assert tables["spark"] == tables["local"]
     assert sum(1 for r in tables["local"] if r["v"] == "b" and r["_hoodie_partition_path"] == r["city"]) == 10
+
+
+_MAX_RESULT_SIZE_SCRIPT = """
+import sys
+import pyarrow as pa
+import shoal
+import shoal.spark
+from shoal.spark import local_session
+
+path, n = sys.argv[1], int(sys.argv[2])
+spark = local_session(
+    "local[2]",
+    conf={"spark.driver.maxResultSize": "1m", "spark.ui.showConsoleProgress": "false"},
+    fast_start=True,
+)
+spark.sparkContext.setLogLevel("ERROR")
+options = {"hoodie.index.type": "GLOBAL_BLOOM"}
+table = shoal.Table.create(
+    path, name="g", record_key="id", partition_by="city", ordering_field="ts", options=options
+)
+ids = list(range(n))
+table.insert(pa.table({"id": ids[: n // 2], "city": ["sf"] * (n // 2), "ts": [1] * (n // 2)}))
+# Every stored key moves to nyc; the other half is new.
+batch = pa.table({"id": ids, "city": ["nyc"] * n, "ts": [2] * n})
+result = shoal.spark.write(spark.createDataFrame(batch), path, "upsert", options)
+assert "keys" in result.timings and "collect" not in result.timings, result.timings
+spark.stop()
+"""
+
+
+def test_a_global_write_takes_more_keys_than_the_drivers_max_result_size(tmp_path):
+    """The key pass's rows reach the driver through files in the table's storage, not through
+    the Spark driver's JVM: a batch whose keys are far over ``spark.driver.maxResultSize`` is
+    written (in a Spark session of its own with a 1 MB limit)."""
+    import subprocess
+    import sys
+
+    path, n = str(tmp_path / "t"), 80_000
+    done = subprocess.run(
+        [sys.executable, "-c", _MAX_RESULT_SIZE_SCRIPT, path, str(n)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = rows_by(hudi_rs_read(path), ["_hoodie_partition_path", "id", "ts"], ["id"])
+    assert rows == [{"_hoodie_partition_path": "nyc", "id": i, "ts": 2} for i in range(n)]
+
+
+def _key_dirs(path: str) -> list[str]:
+    temp = Path(path) / ".hoodie" / ".temp"
+    return sorted(p.name for p in temp.iterdir() if p.name.startswith("shoal-keys-")) if temp.exists() else []
+
+
+def test_the_key_files_are_deleted_after_the_write_and_after_a_failure(spark, tmp_path):
+    import time
+
+    import shoal.spark
+    from shoal.errors import InvalidRecordKeyError
+
+    path = str(tmp_path / "t")
+    _create(path, "MERGE_ON_READ", "GLOBAL_BLOOM", True, "EVENT_TIME_ORDERING")
+    temp = Path(path) / ".hoodie" / ".temp"
+    # Left by writes that crashed: two days ago (deleted by the next key pass) and a minute ago
+    # (perhaps a write still running: kept).
+    old = temp / f"shoal-keys-{int(time.time()) - 2 * 86400}-{'a' * 32}"
+    recent = temp / f"shoal-keys-{int(time.time()) - 60}-{'b' * 32}"
+    for d in (old, recent):
+        d.mkdir(parents=True)
+        (d / "0-0.arrow").write_bytes(b"")
+    rows = [
+        {"id": i, "city": CITIES[i % 4], "ts": 1, "v": "a", "_hoodie_is_deleted": False} for i in range(20)
+    ]
+    options = {"hoodie.index.type": "GLOBAL_BLOOM"}
+    frame = spark.createDataFrame(pa.Table.from_pylist(rows, schema=_schema()))
+    shoal.spark.write(frame, path, "upsert", options)
+    assert _key_dirs(path) == [recent.name]
+    bad = pa.Table.from_pylist([{**rows[0], "id": None}], schema=_schema())
+    with pytest.raises(InvalidRecordKeyError):
+        shoal.spark.write(spark.createDataFrame(bad), path, "upsert", options)
+    assert _key_dirs(path) == [recent.name]
+    assert rows_by(hudi_rs_read(path), ["id", "ts"], ["id"]) == [{"id": i, "ts": 1} for i in range(20)]

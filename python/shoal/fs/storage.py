@@ -132,6 +132,12 @@ class Storage:
     def open_input_file(self, rel: str) -> pafs.NativeFile:
         return self.fs.open_input_file(self.full_path(rel))
 
+    def open_output_stream(self, rel: str) -> pafs.NativeFile:
+        """A new file at ``rel`` (its directory created), written in place: for files whose
+        readers know, by other means, when they are whole."""
+        self.makedirs(_parent(rel))
+        return self.fs.open_output_stream(self.full_path(rel))
+
 
 def _write_temp(full: str, data: bytes) -> str:
     """Writes ``data`` to a unique temp file beside ``full`` and returns its path."""

@@ -5,9 +5,12 @@ Under a global index a record key names one record in the whole table: every inc
 looked up in every partition before any record is routed, and records of one key in different
 partitions are duplicates of each other. So:
 
-1. the *key pass* (``mapInArrow`` over the input's key and ordering columns) yields every
+1. the *key pass* (``mapInArrow`` over the input's key and ordering columns) writes every
    record's key, partition path, operation, ordering value and input position (the one the
-   route pass gives it);
+   route pass gives it) to a file of its task's in the table's storage
+   (``.hoodie/.temp/shoal-keys-*``), which the driver reads and deletes: the keys never pass
+   through the Spark driver's JVM, so neither its heap nor ``spark.driver.maxResultSize`` bounds
+   them;
 2. the driver deduplicates those by key (``finish_records``), tags them with the local writer's
    global tagging and assigns buckets (``Writer.route_records``), as a ``shoal.Table`` write
    plans; only keys and ordering values are held there, never whole records. The lookups of the
@@ -25,6 +28,8 @@ partitions are duplicates of each other. So:
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -35,6 +40,9 @@ from pyspark import TaskContext
 
 from shoal import _native
 from shoal.arrays import contiguous
+from shoal.errors import CorruptDataError
+from shoal.fs.markers import MARKER_DIR
+from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
 from shoal.spark.keying import KeySpec, chunked, key_columns_of, keyed_table
 from shoal.spark.keys import KeyMap, key_hash
@@ -63,29 +71,76 @@ def key_pass_schema(ordering: pa.Field | None) -> pa.Schema:
     return pa.schema(fields + ([ordering] if ordering is not None else []))
 
 
-def key_task(spec: KeySpec, schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+# Where the key pass's tasks write their keys: a directory per write under the table's temp
+# directory, named with the time it was made (a later write deletes those a crash left).
+KEYS_DIR_PREFIX = f"{MARKER_DIR}/shoal-keys-"
+# A key directory older than this is left from a crashed write.
+STALE_KEYS_SECONDS = 24 * 3600
+# The key pass's rows: one per task attempt that finished, naming its file.
+KEY_FILES_SCHEMA = "file string, rows long"
+
+
+def keys_dir(storage: Storage) -> str:
+    """A new directory for one write's key files; deletes those of writes that crashed more
+    than STALE_KEYS_SECONDS ago."""
+    now = time.time()
+    for name in storage.list_dirs(MARKER_DIR):
+        if name.startswith(KEYS_DIR_PREFIX.rsplit("/", 1)[-1]):
+            made = name.split("-")[2]
+            if made.isdigit() and now - int(made) > STALE_KEYS_SECONDS:
+                storage.delete_dir(f"{MARKER_DIR}/{name}")
+    return f"{KEYS_DIR_PREFIX}{int(now)}-{uuid.uuid4().hex}"
+
+
+def key_task(
+    spec: KeySpec, schema: pa.Schema, directory: str, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     """The key pass over one input partition (``mapInArrow``): keys and validates its records
-    and yields rows of ``schema`` (:func:`key_pass_schema`)."""
+    and writes rows of ``schema`` (:func:`key_pass_schema`) as an Arrow stream to a file of its
+    own attempt in ``directory``; yields that file's name and row count."""
     context = TaskContext.get()
-    position = (context.partitionId() << 33) if context is not None else 0
+    partition = context.partitionId() if context is not None else 0
+    attempt = context.taskAttemptId() if context is not None else 0
+    position = partition << 33
     ordering = spec.ordering
-    for chunk in chunked(batches, KEY_CHUNK_ROWS):
-        keyed = keyed_table(spec, chunk)
-        keys, partitions, ops = key_columns_of(spec, keyed)
-        n = len(keys)
-        columns = [
-            pa.array(np.arange(position, position + n, dtype=np.int64)),
-            keys.cast(pa.string()),
-            partitions.cast(pa.string()),
-            ops,
-        ]
-        if ordering is not None:
-            if ordering.name in keyed.column_names:
-                columns.append(keyed.column(ordering.name).combine_chunks().cast(ordering.type))
-            else:
-                columns.append(pa.nulls(n, ordering.type))
-        position += n
-        yield from pa.Table.from_arrays(columns, schema=schema).to_batches()
+    storage = Storage(spec.base_uri)
+    path = f"{directory}/{partition}-{attempt}.arrow"
+    with storage.open_output_stream(path) as sink, pa.ipc.new_stream(sink, schema) as stream:
+        for chunk in chunked(batches, KEY_CHUNK_ROWS):
+            keyed = keyed_table(spec, chunk)
+            keys, partitions, ops = key_columns_of(spec, keyed)
+            n = len(keys)
+            columns = [
+                pa.array(np.arange(position, position + n, dtype=np.int64)),
+                keys.cast(pa.string()),
+                partitions.cast(pa.string()),
+                ops,
+            ]
+            if ordering is not None:
+                if ordering.name in keyed.column_names:
+                    columns.append(keyed.column(ordering.name).combine_chunks().cast(ordering.type))
+                else:
+                    columns.append(pa.nulls(n, ordering.type))
+            position += n
+            stream.write_table(pa.Table.from_arrays(columns, schema=schema))
+    rows = position - (partition << 33)
+    yield pa.RecordBatch.from_pydict({"file": [path], "rows": pa.array([rows], pa.int64())})
+
+
+def read_keys(storage: Storage, files: pa.Table, schema: pa.Schema) -> pa.Table:
+    """The rows of the key files the key pass's successful attempts name in ``files``.
+
+    Raises:
+        CorruptDataError: a file holds other than the rows its task counted.
+    """
+    tables = []
+    for path, rows in zip(files.column("file").to_pylist(), files.column("rows").to_pylist(), strict=True):
+        with storage.open_input_file(path) as f:
+            table = pa.ipc.open_stream(f).read_all()
+        if table.num_rows != rows:
+            raise CorruptDataError(f"the key file {path} holds {table.num_rows} rows; its task wrote {rows}")
+        tables.append(table)
+    return pa.concat_tables(tables).cast(schema) if tables else schema.empty_table()
 
 
 @dataclass(frozen=True)

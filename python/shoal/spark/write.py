@@ -79,7 +79,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from shoal.config import write_config as wc
 from shoal.errors import InvalidArgumentError
@@ -96,7 +96,14 @@ from shoal.spark.counting import (
 )
 from shoal.spark.executor import SparkExecutor, spark_job
 from shoal.spark.frames import arrow_batches, batch_rows, evaluated_once, plain, quoted, sample_records
-from shoal.spark.global_keys import key_pass_schema, key_task, plan_global
+from shoal.spark.global_keys import (
+    KEY_FILES_SCHEMA,
+    key_pass_schema,
+    key_task,
+    keys_dir,
+    plan_global,
+    read_keys,
+)
 from shoal.spark.keying import BucketLayout, KeySpec
 from shoal.spark.options import open_or_create, parse_options
 from shoal.spark.packing import (
@@ -334,15 +341,23 @@ class SparkWrite:
 
     def _key_pass(self, source: DataFrame, spec: KeySpec) -> pa.Table:
         """A global index write's key pass: every record's key, partition path, operation,
-        ordering value and input position, on the driver (``shoal.spark.global_keys``)."""
+        ordering value and input position, on the driver (``shoal.spark.global_keys``): the
+        tasks write them to files in the table's temp directory, which the driver reads, then
+        deletes."""
         keys = source.select(*[F.col(quoted(c)) for c in spec.columns])
         schema = key_pass_schema(spec.ordering)
-        with (
-            arrow_batches(self.spark, keys.schema),
-            spark_job(self.spark.sparkContext, f"shoal {self.operation.value.lower()}: keys"),
-        ):
-            task = functools.partial(key_task, spec, schema)
-            return keys.mapInArrow(task, from_arrow_schema(schema)).toArrow().cast(schema)
+        storage = self.table.storage
+        directory = keys_dir(storage)
+        try:
+            with (
+                arrow_batches(self.spark, keys.schema),
+                spark_job(self.spark.sparkContext, f"shoal {self.operation.value.lower()}: keys"),
+            ):
+                task = functools.partial(key_task, spec, schema, directory)
+                files = keys.mapInArrow(task, KEY_FILES_SCHEMA).toArrow()
+            return read_keys(storage, files, schema)
+        finally:
+            storage.delete_dir(directory)
 
     def _count_pass(self, source: DataFrame, spec: KeySpec, tag_context: TagContext | None) -> pa.Table:
         """The count pass: record counts per (partition, file group or bucket, operation), and the
