@@ -12,9 +12,10 @@ import pytest
 
 import shoal
 from shoal.executor import LocalExecutor
+from shoal.executor.base import balanced_groups
 from shoal.fs.view import FileSystemView
 from shoal.index.bloom import BloomIndex
-from shoal.index.locate import _balanced_groups, locate_keys
+from shoal.index.locate import locate_keys
 from shoal.index.simple import SimpleIndex
 from shoal.timeline.timeline import Timeline
 from tests.hudi_oracle import hudi_rs_read, rows_by
@@ -94,22 +95,18 @@ def test_spark_tasks_find_what_the_files_hold(spark, tmp_path):
     assert located[0][0] is slices[[sl.file_id for sl in slices].index(located[0][0].file_id)]
 
 
-def test_groups_take_every_slice_once_and_balance_their_bytes():
-    from shoal.fs.view import BaseFile, FileSlice
-
+def test_groups_take_every_item_once_in_order_and_balance_their_weights():
     rng = random.Random(5)
-    sizes = [rng.randrange(1, 1000) for _ in range(40)]
-    slices = [
-        (i, FileSlice("p", f"f{i}", "1", BaseFile("p", f"f{i}.parquet", f"f{i}", "1", size)))
-        for i, size in enumerate(sizes)
-    ]
+    weights = [rng.randrange(1, 1000) for _ in range(40)]
     for most in (1, 3, 8, 100):
-        groups = _balanced_groups(slices, most)
-        assert len(groups) == min(most, len(slices))
-        assert sorted(i for group in groups for i, _ in group) == list(range(len(slices)))
-        loads = [sum(sizes[i] for i, _ in group) for group in groups]
-        # Largest first into the lightest group: no group exceeds another by more than one file.
-        assert max(loads) - min(loads) <= max(sizes)
+        groups = balanced_groups(list(range(40)), lambda i: weights[i], most)
+        assert len(groups) == min(most, 40)
+        assert sorted(i for group in groups for i in group) == list(range(40))
+        assert all(group == sorted(group) for group in groups)
+        loads = [sum(weights[i] for i in group) for group in groups]
+        # Heaviest first into the lightest group: no group exceeds another by more than one item.
+        assert max(loads) - min(loads) <= max(weights)
+    assert balanced_groups([], lambda i: 1, 4) == []
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])

@@ -53,3 +53,15 @@ class InProcess(Generic[T]):
     @property
     def value(self) -> T:
         return self._value
+
+
+def balanced_groups(items: Sequence[T], weight: Callable[[T], int], most: int) -> list[list[T]]:
+    """``items`` in at most ``most`` groups (none empty) of about equal total ``weight``: the
+    heaviest first, each into the lightest group so far; each group keeps its items' order."""
+    groups: list[list[tuple[int, T]]] = [[] for _ in range(max(1, min(most, len(items))))]
+    loads = [0] * len(groups)
+    for position in sorted(range(len(items)), key=lambda i: weight(items[i]), reverse=True):
+        lightest = loads.index(min(loads))
+        groups[lightest].append((position, items[position]))
+        loads[lightest] += weight(items[position])
+    return [[item for _, item in sorted(group, key=lambda pair: pair[0])] for group in groups if group]

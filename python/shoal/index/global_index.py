@@ -36,7 +36,7 @@ from shoal.write.prepare import PARTITION_PATH, RECORD_KEY
 
 # Per file slice, incoming records (keyed) that the slice's base file holds: whether the slice
 # still holds each record's key once its logs are merged, and whether the record loses to the
-# stored one under event-time ordering (``check_stored_slice``, run as an executor's tasks).
+# stored one under event-time ordering (``check_stored_slices``, run as an executor's tasks).
 CheckStored = Callable[[Sequence[tuple[FileSlice, pa.Table]]], list[tuple[np.ndarray, np.ndarray]]]
 # Looks keys up in file slices: every slice holding some of them, with the indices of the keys
 # it holds (``BloomIndex.locate``, or ``shoal.index.locate.locate_keys`` on an executor).
@@ -110,12 +110,19 @@ def _at_partition(records: pa.Table, partitions: pa.Array) -> pa.Table:
     return records.set_column(column, PARTITION_PATH, partitions)
 
 
+def check_stored_slices(work: Sequence[tuple[MorSliceSpec, pa.Table]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """A task of ``CheckStored``: :func:`check_stored_slice` of each (slice, incoming records)."""
+    return [check_stored_slice(spec, incoming) for spec, incoming in work]
+
+
 def check_stored_slice(spec: MorSliceSpec, incoming: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-    """A task of ``CheckStored``: per record of ``incoming`` (its keys, and its ordering values
-    when ``spec`` orders by event time), whether the slice ``spec`` still holds its key once its
-    logs are merged, and whether it loses to the stored record."""
+    """Per record of ``incoming`` (its keys, and its ordering values when ``spec`` orders by
+    event time), whether the slice ``spec`` still holds its key once its logs are merged, and
+    whether it loses to the stored record."""
+    # The merge of the slice reads the ordering values whatever the ordering; only event-time
+    # ordering compares them with the incoming ones.
+    wanted = [RECORD_KEY] + ([spec.ordering_field] if spec.ordering_field else [])
     ordering = spec.ordering_field if spec.event_time_ordering else None
-    wanted = [RECORD_KEY] + ([ordering] if ordering else [])
     assert spec.base_file_path is not None
     storage = Storage(spec.base_uri)
     with storage.open_input_file(spec.base_file_path) as f:

@@ -16,14 +16,14 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from shoal.executor.base import Executor, Shared
+from shoal.executor.base import Executor, Shared, balanced_groups
 from shoal.fs.view import FileSlice
 from shoal.index.bloom import BloomIndex
 
 # A slice that holds some of the keys, with the indices of those keys.
 Located = list[tuple[FileSlice, np.ndarray]]
 # Items per unit of the executor's parallelism, so one slow file does not hold up the rest.
-_ITEMS_PER_WORKER = 2
+ITEMS_PER_WORKER = 2
 
 
 def locate_keys(
@@ -35,7 +35,7 @@ def locate_keys(
     with_base = [(i, sl) for i, sl in enumerate(slices) if sl.base_file is not None]
     if not len(keys) or not with_base:
         return []
-    groups = _balanced_groups(with_base, executor.parallelism * _ITEMS_PER_WORKER)
+    groups = balanced_groups(with_base, _base_size, executor.parallelism * ITEMS_PER_WORKER)
     with executor.share(keys) as shared:
         found = executor.map(_locate_group, [(index, shared, group) for group in groups])
     hits = sorted((hit for group in found for hit in group), key=lambda hit: hit[0])
@@ -51,12 +51,6 @@ def _locate_group(
     return [(position[id(sl)], held) for sl, held in index.locate(keys.value, [sl for _, sl in group])]
 
 
-def _balanced_groups(slices: list[tuple[int, FileSlice]], most: int) -> list[list[tuple[int, FileSlice]]]:
-    """``slices`` in at most ``most`` groups, largest base file first into the lightest group."""
-    groups: list[list[tuple[int, FileSlice]]] = [[] for _ in range(max(1, min(most, len(slices))))]
-    loads = [0] * len(groups)
-    for item in sorted(slices, key=lambda item: -(item[1].base_file.size if item[1].base_file else 0)):
-        lightest = loads.index(min(loads))
-        groups[lightest].append(item)
-        loads[lightest] += item[1].base_file.size if item[1].base_file else 0
-    return groups
+def _base_size(item: tuple[int, FileSlice]) -> int:
+    base = item[1].base_file
+    return base.size if base is not None else 0

@@ -60,12 +60,12 @@ class SparkExecutor:
     @contextmanager
     def share(self, value: T) -> Iterator[Broadcast[T]]:
         """``value`` as a Spark broadcast: each executor fetches it once, whatever the number of
-        tasks reading it."""
+        tasks reading it. Destroyed after the block (``map`` returns once its tasks ended)."""
         broadcast = self.spark.sparkContext.broadcast(value)
         try:
             yield broadcast
         finally:
-            broadcast.unpersist()
+            broadcast.destroy()
 
     def map(self, fn: Callable[..., R], items: Sequence[tuple[Any, ...]]) -> list[R]:
         if not items:

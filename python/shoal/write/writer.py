@@ -43,7 +43,7 @@ from shoal.config.write_config import (
     WriteConfig,
 )
 from shoal.errors import CommitConflictError, InvalidArgumentError, InvalidOptionError, UnsupportedError
-from shoal.executor.base import Executor
+from shoal.executor.base import Executor, balanced_groups
 from shoal.executor.local import LocalExecutor
 from shoal.fs.markers import delete_markers, list_marked_files, reconcile_against_markers
 from shoal.fs.partition_metadata import ensure_partition_metadata, is_partition, partition_paths
@@ -51,8 +51,8 @@ from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bloom import BloomIndex
 from shoal.index.bucket import BucketIndex
-from shoal.index.global_index import CheckStored, check_stored_slice, tag_globally
-from shoal.index.locate import locate_keys
+from shoal.index.global_index import CheckStored, check_stored_slices, tag_globally
+from shoal.index.locate import ITEMS_PER_WORKER, locate_keys
 from shoal.index.simple import SimpleIndex
 from shoal.keygen import KeyGenerator
 from shoal.read.mor import MorSliceSpec
@@ -480,22 +480,32 @@ class Writer:
         return assignment, records, routed
 
     def check_stored(self, timeline: Timeline) -> CheckStored:
-        """A global index's check of stored records (``CheckStored``) on ``timeline``: one task
-        of the executor per file slice, which gets the incoming keys (and ordering values) and
-        reads the slice's key columns with its logs merged."""
+        """A global index's check of stored records (``CheckStored``) on ``timeline``, run as
+        the executor's tasks, each over a group of slices: it gets their incoming keys (and
+        ordering values) and reads the slices' key columns with their logs merged."""
         event_time = self.config.merge_ordering == MergeOrdering.EVENT_TIME
         ordering = self.config.precombine_field if event_time else None
         wanted = [RECORD_KEY] + ([ordering] if ordering else [])
 
         def check(hits: Sequence[tuple[FileSlice, pa.Table]]) -> list[tuple[np.ndarray, np.ndarray]]:
-            items = [
+            work = [
                 (
+                    position,
                     self._slice_spec(existing, timeline, event_time),
                     incoming.select([c for c in wanted if c in incoming.column_names]),
+                    existing.total_size(),
                 )
-                for existing, incoming in hits
+                for position, (existing, incoming) in enumerate(hits)
             ]
-            return self.executor.map(check_stored_slice, items)
+            groups = balanced_groups(work, lambda item: item[3], self.executor.parallelism * ITEMS_PER_WORKER)
+            items = [([(spec, incoming) for _, spec, incoming, _ in group],) for group in groups]
+            found = self.executor.map(check_stored_slices, items)
+            states = {
+                position: state
+                for group, results in zip(groups, found, strict=True)
+                for (position, _, _, _), state in zip(group, results, strict=True)
+            }
+            return [states[position] for position in range(len(work))]
 
         return check
 
