@@ -718,3 +718,37 @@ def test_hudi_job_options_that_tune_hudis_engine_are_accepted(tmp_path):
         with pytest.raises(shoal.InvalidOptionError, match=match):
             table.upsert(_trips([9]), options=bad)
     assert table.instants() == before
+
+
+@pytest.mark.parametrize("index", ["BLOOM", "SIMPLE", "BUCKET", "GLOBAL_BLOOM"])
+def test_a_write_lists_only_the_partitions_its_records_fall_in(tmp_path, monkeypatch, index):
+    """As Hudi's partitioned indexes load only the affected partitions' files, a write lists
+    only the partitions of its records (on an object store, listing every partition of a large
+    table would cost more than the write); a global index looks keys up everywhere."""
+    from shoal.fs.storage import Storage
+
+    path = str(tmp_path / "t")
+    options = {"hoodie.index.type": index, "hoodie.bucket.index.num.buckets": "2"}
+    table = shoal.Table.create(
+        path, name="t", record_key="id", partition_by="p", ordering_field="ts", options=options
+    )
+    n = 400
+    table.insert(pa.table({"id": list(range(n)), "p": [f"p{i % 20}" for i in range(n)], "ts": [1] * n}))
+    listed: list[tuple[str, bool]] = []
+    list_files = Storage.list_files
+
+    def recording(self, rel, recursive=False):
+        listed.append((rel, recursive))
+        return list_files(self, rel, recursive)
+
+    monkeypatch.setattr(Storage, "list_files", recording)
+    table.upsert(pa.table({"id": [0, 20, 5000], "p": ["p0", "p0", "p3"], "ts": [2, 2, 2]}))
+    monkeypatch.undo()
+    data_listings = {rel for rel, _ in listed if not rel.startswith(".hoodie")}
+    if index == "GLOBAL_BLOOM":
+        assert ("", True) in listed
+    else:
+        assert data_listings == {"p0", "p3"}
+    expected = [{"id": i, "p": f"p{i % 20}", "ts": 2 if i in (0, 20) else 1} for i in range(n)]
+    expected.append({"id": 5000, "p": "p3", "ts": 2})
+    assert rows_by(hudi_rs_read(path), ["id", "p", "ts"], ["id"]) == expected

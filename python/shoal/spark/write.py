@@ -77,6 +77,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -318,7 +319,12 @@ class SparkWrite:
             # The compaction rewrote the base files the passes tagged against: plan again.
             self._compacted = True
             return self._run(df)
-        view = FileSystemView(storage, timeline)
+        # A partitioned index plans with the partitions its records fall in (a global index,
+        # and a replace of the whole table, with all of them).
+        listed = None
+        if counted is not None and op not in REPLACING:
+            listed = sorted(p for p in pc.unique(counted.column("partition")).to_pylist() if p is not None)
+        view = FileSystemView(storage, timeline, partitions=listed)
         if keyed is not None:
             assigner = writer.assigner(timeline, lambda: sample_records(source, spec, table_schema, writer))
             global_plan = plan_global(writer, keyed, op, view, timeline, assigner)

@@ -224,7 +224,7 @@ class Writer:
         self.bucket_index()  # bad bucket index options fail before a rollback changes the timeline
         timeline = self.rollback_failed_writes(timeline)
         timeline = self.compact_before_widening(timeline, records.schema)
-        view = FileSystemView(self.storage, timeline)
+        view = FileSystemView(self.storage, timeline, partitions=self.partitions_to_list(records))
         # With the bucket index every record goes to its bucket's file group, bulk inserts too.
         if operation == Operation.BULK_INSERT and self.wc.get(INDEX_TYPE) != "BUCKET":
             assignment, chunks = self._plan_bulk_insert(records, timeline)
@@ -277,6 +277,16 @@ class Writer:
         return finish_records(
             keyed, operation, self.config.precombine_field, self.combine(operation), self.wc.global_index
         )
+
+    def partitions_to_list(self, records: pa.Table) -> list[str] | None:
+        """The partitions whose files a write of ``records`` (keyed) plans with: those the
+        records fall in, as Hudi's partitioned indexes load only the affected partitions' files;
+        None (every partition) under a global index, which looks keys up everywhere. On an
+        object store, listing a large table's every partition for each write would cost more
+        than the write."""
+        if self.wc.global_index:
+            return None
+        return sorted(pc.unique(records.column(PARTITION_PATH)).cast(pa.string()).to_pylist())
 
     def combine(self, operation: Operation) -> bool:
         """Whether records of the batch are deduplicated by key (Hudi's combine-before-*)."""
