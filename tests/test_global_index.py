@@ -595,3 +595,36 @@ def test_the_key_files_are_deleted_after_the_write_and_after_a_failure(spark, tm
         shoal.spark.write(spark.createDataFrame(bad), path, "upsert", options)
     assert _key_dirs(path) == [recent.name]
     assert rows_by(hudi_rs_read(path), ["id", "ts"], ["id"]) == [{"id": i, "ts": 1} for i in range(20)]
+
+
+def test_failed_first_attempts_of_the_passes_leave_no_trace(spark, tmp_path):
+    """The first attempt of every task over the input (the key pass's, then the route pass's)
+    fails partway through its rows: the retries finish the write, every key is written once, and
+    no key file or data file is left over."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+
+    import shoal.spark
+
+    def flaky(key):
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context.partitionId() == 0 and context.attemptNumber() == 0 and key == 30:
+            raise RuntimeError("injected failure of a first attempt")
+        return key
+
+    path = str(tmp_path / "t")
+    _create(path, "MERGE_ON_READ", "GLOBAL_BLOOM", True, "EVENT_TIME_ORDERING")
+    rows = [
+        {"id": i, "city": CITIES[i % 4], "ts": 1, "v": "a", "_hoodie_is_deleted": False} for i in range(40)
+    ]
+    frame = spark.createDataFrame(pa.Table.from_pylist(rows, schema=_schema())).coalesce(1)
+    frame = frame.withColumn("id", F.udf(flaky, LongType())(F.col("id")))
+    options = {"hoodie.index.type": "GLOBAL_BLOOM"}
+    result = shoal.spark.write(frame, path, "upsert", options)
+    assert "keys" in result.timings
+    assert _key_dirs(path) == []
+    got = rows_by(hudi_rs_read(path), ["_hoodie_partition_path", "id", "ts"], ["id"])
+    assert got == [{"_hoodie_partition_path": CITIES[i % 4], "id": i, "ts": 1} for i in range(40)]
+    assert data_files(path) <= committed_paths(path)

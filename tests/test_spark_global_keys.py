@@ -95,3 +95,37 @@ def test_records_that_each_go_to_one_place_stay_as_they_are():
     expanded, routes = plan.expand(records)
     assert expanded.column(PARTITION_PATH).to_pylist() == ["q", "p"]
     assert routes.to_pylist() == [4, 2]
+
+
+def test_the_driver_reads_only_the_key_files_of_successful_attempts(tmp_path):
+    """Files of failed attempts may lie beside them; a file that holds other than the rows its
+    task counted is refused."""
+    from shoal.errors import CorruptDataError
+    from shoal.fs.storage import Storage
+    from shoal.spark.global_keys import key_pass_schema, read_keys
+
+    storage = Storage(str(tmp_path))
+    schema = key_pass_schema(None)
+
+    def written(name: str, keys: list[str]) -> str:
+        rows = pa.table(
+            {
+                "_shoal_seq": pa.array(range(len(keys)), pa.int64()),
+                RECORD_KEY: keys,
+                PARTITION_PATH: ["p"] * len(keys),
+                OP_COLUMN: pa.array([OP_UPSERT] * len(keys), pa.int8()),
+            },
+            schema=schema,
+        )
+        path = f"keys/{name}.arrow"
+        with storage.open_output_stream(path) as sink, pa.ipc.new_stream(sink, schema) as stream:
+            stream.write_table(rows)
+        return path
+
+    ok_0, _failed, ok_1 = written("0-1", ["a", "b"]), written("1-2", ["x"]), written("1-3", ["c"])
+    files = pa.table({"file": [ok_0, ok_1], "rows": pa.array([2, 1], pa.int64())})
+    assert read_keys(storage, files, schema).column(RECORD_KEY).to_pylist() == ["a", "b", "c"]
+    assert read_keys(storage, files.slice(0, 0), schema).num_rows == 0
+    miscounted = pa.table({"file": [ok_0], "rows": pa.array([3], pa.int64())})
+    with pytest.raises(CorruptDataError, match="holds 2 rows"):
+        read_keys(storage, miscounted, schema)
