@@ -355,3 +355,32 @@ def test_write_stats_count_inserts_and_updates(spark, tmp_path):
     assert {(s.partitionPath, bucket_of_file(s.fileId)) for s in stats} == touched
     # A rewrite writes every record of its file group.
     assert sum(s.numWrites for s in stats) == sum(place(r) in touched for r in first + fresh)
+
+
+def test_a_spark_bucket_write_lists_only_the_partitions_it_touches(spark, tmp_path, monkeypatch):
+    """The count pass hashes keys to buckets without the table's files, so the driver lists only
+    the partitions the records fall in (as the local writer does)."""
+    from shoal.fs.storage import Storage
+
+    path = str(tmp_path / "t")
+    options = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2"}
+    table = shoal.Table.create(
+        path, name="t", record_key="id", partition_by="p", ordering_field="ts", options=options
+    )
+    n = 200
+    table.insert(pa.table({"id": list(range(n)), "p": [f"p{i % 10}" for i in range(n)], "ts": [1] * n}))
+    listed: list[tuple[str, bool]] = []
+    list_files = Storage.list_files
+
+    def recording(self, rel, recursive=False):
+        listed.append((rel, recursive))
+        return list_files(self, rel, recursive)
+
+    monkeypatch.setattr(Storage, "list_files", recording)
+    batch = pa.table({"id": [0, 10, 5000], "p": ["p0", "p0", "p3"], "ts": [2, 2, 2]})
+    spark_write(spark.createDataFrame(batch), path, "upsert", options)
+    monkeypatch.undo()
+    assert {rel for rel, _ in listed if not rel.startswith(".hoodie")} == {"p0", "p3"}
+    expected = [{"id": i, "p": f"p{i % 10}", "ts": 2 if i in (0, 10) else 1} for i in range(n)]
+    expected.append({"id": 5000, "p": "p3", "ts": 2})
+    assert rows_by(hudi_rs_read(path), ["id", "p", "ts"], ["id"]) == expected

@@ -213,6 +213,11 @@ def _delete_partitions(df: DataFrame, table: Table) -> WriteResult:
     return writer.write(distinct, Operation.DELETE_PARTITION)
 
 
+def _partitions_of(counted: pa.Table) -> list[str]:
+    """The partitions the count pass found records in."""
+    return sorted(p for p in pc.unique(counted.column("partition")).to_pylist() if p is not None)
+
+
 def _write_planned_on_the_driver(df: DataFrame, table: Table, operation: Operation) -> WriteResult:
     """A global index write whose records of one key may go different ways (it does not
     deduplicate, and a key repeats): the batch comes to the driver, which plans it as a
@@ -310,7 +315,8 @@ class SparkWrite:
             counted = self._count_pass(source, spec, tag_context)
             if bucket_index is not None:
                 # Tags the counted buckets: a table laid out otherwise fails here.
-                bucketed = BucketCounts.tagged(counted, bucket_index, FileSystemView(storage, timeline))
+                view = FileSystemView(storage, timeline, partitions=_partitions_of(counted))
+                bucketed = BucketCounts.tagged(counted, bucket_index, view)
             t = self._phase("tag_count", t)
 
         # Nothing on the timeline changed so far: bad input failed above.
@@ -321,9 +327,7 @@ class SparkWrite:
             return self._run(df)
         # A partitioned index plans with the partitions its records fall in (a global index,
         # and a replace of the whole table, with all of them).
-        listed = None
-        if counted is not None and op not in REPLACING:
-            listed = sorted(p for p in pc.unique(counted.column("partition")).to_pylist() if p is not None)
+        listed = _partitions_of(counted) if counted is not None and op not in REPLACING else None
         view = FileSystemView(storage, timeline, partitions=listed)
         if keyed is not None:
             assigner = writer.assigner(timeline, lambda: sample_records(source, spec, table_schema, writer))
