@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -86,3 +87,17 @@ SMALL_FILES = {
     "hoodie.index.bloom.num_entries": "200",
     "hoodie.bloom.index.filter.dynamic.max.entries": "400",
 }
+
+
+def record_listings(monkeypatch: Any) -> list[tuple[str, bool]]:
+    """Records every ``Storage.list_files`` call of this process from now on, as (path,
+    recursive), in the list it returns (until ``monkeypatch.undo()``)."""
+    listed: list[tuple[str, bool]] = []
+    list_files = Storage.list_files
+
+    def recording(self: Storage, rel: str, recursive: bool = False) -> Any:
+        listed.append((rel, recursive))
+        return list_files(self, rel, recursive)
+
+    monkeypatch.setattr(Storage, "list_files", recording)
+    return listed

@@ -26,7 +26,7 @@ from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import Assignment
 from shoal.write.writer import Operation
 from tests.hudi_oracle import hudi_rs_read, rows_by
-from tests.table_files import committed_paths, data_files
+from tests.table_files import committed_paths, data_files, record_listings
 from tests.test_bucket_index import expected_bucket
 from tests.test_table_model import Model
 
@@ -360,8 +360,6 @@ def test_write_stats_count_inserts_and_updates(spark, tmp_path):
 def test_a_spark_bucket_write_lists_only_the_partitions_it_touches(spark, tmp_path, monkeypatch):
     """The count pass hashes keys to buckets without the table's files, so the driver lists only
     the partitions the records fall in (as the local writer does)."""
-    from shoal.fs.storage import Storage
-
     path = str(tmp_path / "t")
     options = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2"}
     table = shoal.Table.create(
@@ -369,14 +367,7 @@ def test_a_spark_bucket_write_lists_only_the_partitions_it_touches(spark, tmp_pa
     )
     n = 200
     table.insert(pa.table({"id": list(range(n)), "p": [f"p{i % 10}" for i in range(n)], "ts": [1] * n}))
-    listed: list[tuple[str, bool]] = []
-    list_files = Storage.list_files
-
-    def recording(self, rel, recursive=False):
-        listed.append((rel, recursive))
-        return list_files(self, rel, recursive)
-
-    monkeypatch.setattr(Storage, "list_files", recording)
+    listed = record_listings(monkeypatch)
     batch = pa.table({"id": [0, 10, 5000], "p": ["p0", "p0", "p3"], "ts": [2, 2, 2]})
     spark_write(spark.createDataFrame(batch), path, "upsert", options)
     monkeypatch.undo()

@@ -19,6 +19,7 @@ import pytest
 import shoal
 from shoal.config import table_config as tc
 from tests.hudi_oracle import hudi_rs_read, rows_by
+from tests.table_files import record_listings
 
 
 def _trips(ids, ts=1, cities=("sf", "nyc", "chennai")):
@@ -725,8 +726,6 @@ def test_a_write_lists_only_the_partitions_its_records_fall_in(tmp_path, monkeyp
     """As Hudi's partitioned indexes load only the affected partitions' files, a write lists
     only the partitions of its records (on an object store, listing every partition of a large
     table would cost more than the write); a global index looks keys up everywhere."""
-    from shoal.fs.storage import Storage
-
     path = str(tmp_path / "t")
     options = {"hoodie.index.type": index, "hoodie.bucket.index.num.buckets": "2"}
     table = shoal.Table.create(
@@ -734,14 +733,7 @@ def test_a_write_lists_only_the_partitions_its_records_fall_in(tmp_path, monkeyp
     )
     n = 400
     table.insert(pa.table({"id": list(range(n)), "p": [f"p{i % 20}" for i in range(n)], "ts": [1] * n}))
-    listed: list[tuple[str, bool]] = []
-    list_files = Storage.list_files
-
-    def recording(self, rel, recursive=False):
-        listed.append((rel, recursive))
-        return list_files(self, rel, recursive)
-
-    monkeypatch.setattr(Storage, "list_files", recording)
+    listed = record_listings(monkeypatch)
     table.upsert(pa.table({"id": [0, 20, 5000], "p": ["p0", "p0", "p3"], "ts": [2, 2, 2]}))
     monkeypatch.undo()
     data_listings = {rel for rel, _ in listed if not rel.startswith(".hoodie")}
