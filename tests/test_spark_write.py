@@ -53,6 +53,19 @@ def _table_options(name: str, table_type: str) -> dict[str, str]:
     }
 
 
+def _local_table(path: str, name: str, table_type: str) -> shoal.Table:
+    """A table keyed by ``id``, partitioned by ``city``, ordered by ``ts``, with small files."""
+    return shoal.Table.create(
+        path,
+        name=name,
+        table_type=table_type,
+        record_key="id",
+        partition_by="city",
+        ordering_field="ts",
+        options=SMALL_FILES,
+    )
+
+
 class Batches:
     """Random batches like tests/test_table_model.py's: duplicates within a batch, late events,
     ``_hoodie_is_deleted`` rows, inserts of new keys and deletes of existing ones."""
@@ -111,15 +124,7 @@ def _arrow(rows: list[dict], delete: bool) -> pa.Table:
 def test_same_sequence_local_and_spark_give_the_same_table(spark, tmp_path, table_type, seed):
     batches = Batches(seed)
     local_path, spark_path = str(tmp_path / "local"), str(tmp_path / "spark")
-    local = shoal.Table.create(
-        local_path,
-        name="local",
-        table_type=table_type,
-        record_key="id",
-        partition_by="city",
-        ordering_field="ts",
-        options=SMALL_FILES,
-    )
+    local = _local_table(local_path, "local", table_type)
     model = Model(partitioned=True)
     ops = ["bulk_insert", "upsert", "insert", "upsert", "delete", "upsert"]
     for step, op in enumerate(ops):
@@ -484,15 +489,7 @@ def test_a_bloom_index_write_reads_only_the_footers_of_the_partitions_it_touches
     from shoal.fs.storage import Storage
 
     path = str(tmp_path / "t")
-    local = shoal.Table.create(
-        path,
-        name="t",
-        table_type=table_type,
-        record_key="id",
-        partition_by="city",
-        ordering_field="ts",
-        options=SMALL_FILES,
-    )
+    local = _local_table(path, "t", table_type)
     rows = [
         {"id": i, "city": CITIES[i % 3], "ts": 1, "fare": float(i), "rider": "a", "_hoodie_is_deleted": False}
         for i in range(60)

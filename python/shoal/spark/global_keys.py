@@ -73,7 +73,7 @@ def key_pass_schema(ordering: pa.Field | None) -> pa.Schema:
 
 # Where the key pass's tasks write their keys: a directory per write under the table's temp
 # directory, named with the time it was made (a later write deletes those a crash left).
-KEYS_DIR_PREFIX = f"{MARKER_DIR}/shoal-keys-"
+KEYS_DIR_NAME = "shoal-keys-"
 # A key directory older than this is left from a crashed write.
 STALE_KEYS_SECONDS = 24 * 3600
 # The key pass's rows: one per task attempt that finished, naming its file.
@@ -85,11 +85,11 @@ def keys_dir(storage: Storage) -> str:
     than STALE_KEYS_SECONDS ago."""
     now = time.time()
     for name in storage.list_dirs(MARKER_DIR):
-        if name.startswith(KEYS_DIR_PREFIX.rsplit("/", 1)[-1]):
-            made = name.split("-")[2]
+        if name.startswith(KEYS_DIR_NAME):
+            made = name[len(KEYS_DIR_NAME) :].split("-", 1)[0]
             if made.isdigit() and now - int(made) > STALE_KEYS_SECONDS:
                 storage.delete_dir(f"{MARKER_DIR}/{name}")
-    return f"{KEYS_DIR_PREFIX}{int(now)}-{uuid.uuid4().hex}"
+    return f"{MARKER_DIR}/{KEYS_DIR_NAME}{int(now)}-{uuid.uuid4().hex}"
 
 
 def key_task(
