@@ -235,3 +235,41 @@ def test_a_soft_delete_with_ordering_value_zero(tmp_path, ordering_type, survive
     want = rows_by(rows(10, False).drop_columns(["_hoodie_is_deleted"]), COLUMNS, ["id"]) if survives else []
     assert rows_by(table.read(), COLUMNS, ["id"]) == want
     assert rows_by(hudi_rs_read(str(tmp_path / "m")), COLUMNS, ["id"]) == want
+
+
+@pytest.mark.parametrize("deleted", [False, True])
+def test_record_after_an_archived_logged_delete_under_event_time(tmp_path, deleted):
+    """The rewrite also happens when the commit that logged the delete has been archived: its
+    delete block still counts (its instant predates the active timeline), so a late record, or
+    a late ``_hoodie_is_deleted`` delete, logged after it would let the deleted base version
+    come back in Hudi's readers."""
+    t = shoal.Table.create(
+        str(tmp_path / "m"),
+        name="m",
+        table_type="MERGE_ON_READ",
+        record_key="id",
+        partition_by="city",
+        ordering_field="ts",
+        options={
+            "hoodie.keep.min.commits": "2",
+            "hoodie.keep.max.commits": "3",
+            "hoodie.cleaner.commits.retained": "1",
+            "hoodie.archive.automatic": "false",
+            # Compaction's trigger counts no delta commits, so it holds none back from archival.
+            "hoodie.compact.inline.trigger.strategy": "TIME_ELAPSED",
+        },
+    )
+    t.bulk_insert(_rows(range(4), ts=5))
+    deleting = t.delete(pa.table({"id": pa.array([1], pa.int64()), "city": ["sf"]}))
+    for ts in (6, 7, 8, 9):  # updates of another key, appended to the same log file
+        t.upsert(_rows([0], ts=ts))
+    t.archive()
+    active = {i.requested_time for i in t.instants()}
+    assert deleting not in active, "the delete's commit is archived"
+    (sl,) = t.file_slices()
+    assert sl.log_files, "the delete block is still in the slice's log"
+    t.upsert(_rows([1], ts=3, deleted=deleted))
+    want = [(0, 9), (2, 5), (3, 5)] if deleted else [(0, 9), (1, 3), (2, 5), (3, 5)]
+    assert [(r["id"], r["ts"]) for r in _both_readers(t)] == want
+    (sl,) = t.file_slices()
+    assert not sl.log_files, "the slice with a logged delete is rewritten into a new base file"

@@ -659,7 +659,13 @@ class Writer:
                 if write.deleted_logs is None:
                     write.deleted_logs = log_files_with_deletes(timeline)
                 here = existing.partition_path
-                if any((here, lf.name) in write.deleted_logs for lf in existing.log_files):
+                # Blocks of archived commits are not in the active timeline's write stats: a
+                # log file older than the active timeline may hold deletes of theirs.
+                first = timeline.first_data_instant_time()
+                if any(
+                    (here, lf.name) in write.deleted_logs or first is None or lf.instant_time < first
+                    for lf in existing.log_files
+                ):
                     rewrite = self.rewrite_spec(write, bucket_idx, task_id)
                     return dataclasses.replace(append, rewrite_if_key_deleted=rewrite)
             return append
@@ -987,7 +993,7 @@ def _has_ordered_entries(chunk: pa.Table | RowGather) -> bool:
 
 def log_files_with_deletes(timeline: Timeline) -> set[tuple[str, str]]:
     """(partition, log file name) of every log file that a completed delta commit on the active
-    timeline appended deletes to."""
+    timeline appended deletes to (archived commits are not read)."""
     out: set[tuple[str, str]] = set()
     for inst in timeline.completed_data_instants():
         if inst.action != Action.DELTA_COMMIT:
