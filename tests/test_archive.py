@@ -356,6 +356,35 @@ def test_archive_beyond_savepoint_keeps_only_the_savepointed_commit(tmp_path):
     assert t.read(as_of=times[2]).num_rows == 4
 
 
+def test_archive_beyond_savepoint_stops_at_the_savepoint_on_merge_on_read(tmp_path):
+    """On merge-on-read, log blocks of a commit archived after a savepointed commit that stays
+    would count as uncommitted: readers (shoal's, hudi-rs's and Hudi's log scanners) take only
+    instants older than the first active commit as archived. So archival keeps the commits
+    after the first savepoint there, and every update stays readable."""
+    t = _table(
+        tmp_path,
+        "MERGE_ON_READ",
+        **{
+            "hoodie.archive.beyond.savepoint": "true",
+            # A trigger that counts no delta commits holds none back from archival.
+            "hoodie.compact.inline.trigger.strategy": "TIME_ELAPSED",
+        },
+    )
+    keys = range(100, 108)  # none of _commit's
+    times = [t.bulk_insert(pa.table({"id": keys, "p": ["b"] * 8, "ts": [0] * 8, "v": ["n"] * 8}))]
+    times += _commits(t, 2)
+    t.savepoint(times[1])
+    # Each later commit's update of its own key lives only in its own log block.
+    for i in range(2, 7):
+        times.append(t.upsert(pa.table({"id": [keys[i]], "p": ["b"], "ts": [i], "v": [f"u{i}"]})))
+    before = _rows(t.read())
+    assert {r["id"]: r["v"] for r in before}[keys[3]] == "u3"
+
+    assert [i.requested_time for i in t.archive().archived] == times[:1]
+    assert _active_data(t) == times[1:]
+    _assert_reads_unchanged(t, before)
+
+
 def test_never_archives_what_the_last_clean_retains(tmp_path):
     t = _table(tmp_path)
     times = _commits(t, 8)

@@ -11,8 +11,10 @@ Which instants go (``instants_to_archive``):
   but never one at or after
   - the oldest pending write, compaction or replace commit (and the last completed commit
     before it, so the timeline keeps no hole around an inflight instant),
-  - the first savepoint (with ``hoodie.archive.beyond.savepoint``, only savepointed commits
-    stay and the commits after them may go),
+  - the first savepoint (with ``hoodie.archive.beyond.savepoint`` on copy-on-write tables,
+    only savepointed commits stay and the commits after them may go; merge-on-read tables stop
+    at the first savepoint all the same, since log scanners would skip the blocks of commits
+    archived after a commit that stays),
   - the earliest commit the last completed clean retains (``earliestCommitToRetain``): the
     cleaner still reads those commits' metadata, and incremental reads need them,
   - a completed replace commit the cleaner has not passed yet: without it on the timeline the
@@ -187,6 +189,11 @@ def _commits_to_archive(
     ]
     if savepoints and not settings.beyond_savepoint:
         limits.append(("the first savepoint", savepoints[0]))
+    elif savepoints and table_config.table_type == TableType.MERGE_ON_READ:
+        # Log scanners (shoal's, hudi-rs's, Hudi's) take a block's instant as archived only when
+        # it predates the first active commit: with the savepointed commit staying, the log
+        # blocks of commits archived after it would be skipped as uncommitted.
+        limits.append(("the first savepoint (merge-on-read logs)", savepoints[0]))
     bounds = [t for _, t in limits if t is not None]
     bound = min(bounds) if bounds else None
     pinned = set(savepoints)
