@@ -356,6 +356,30 @@ def test_archive_beyond_savepoint_keeps_only_the_savepointed_commit(tmp_path):
     assert t.read(as_of=times[2]).num_rows == 4
 
 
+@pytest.mark.parametrize("later", ["new_file_group", "replace"])
+def test_archive_beyond_savepoint_keeps_commits_readers_still_need(tmp_path, later):
+    """Beyond a savepoint, a commit whose base file is still in a latest file slice stays:
+    hudi-rs takes only instants older than the first active commit as archived, and would hide
+    that file. So does a replace commit: the savepoint keeps the files it replaced from the
+    cleaner, and they would be visible again without it."""
+    t = _table(tmp_path, **{"hoodie.archive.beyond.savepoint": "true"})
+    times = _commits(t, 3)
+    t.savepoint(times[1])
+    if later == "new_file_group":
+        needed = t.upsert(pa.table({"id": [500], "p": ["c"], "ts": [0], "v": ["c"]}))
+    else:
+        needed = t.insert_overwrite(pa.table({"id": [600], "p": ["b"], "ts": [0], "v": ["o"]}))
+    times += [needed] + [_commit(t, i) for i in range(3, 7)]
+    t.clean()
+    before = _rows(t.read())
+
+    archived = [i.requested_time for i in t.archive().archived]
+
+    assert archived == [times[0], times[2]]
+    assert _active_data(t) == [times[1], *times[3:]]
+    _assert_reads_unchanged(t, before)
+
+
 def test_archive_beyond_savepoint_stops_at_the_savepoint_on_merge_on_read(tmp_path):
     """On merge-on-read, log blocks of a commit archived after a savepointed commit that stays
     would count as uncommitted: readers (shoal's, hudi-rs's and Hudi's log scanners) take only

@@ -11,10 +11,13 @@ Which instants go (``instants_to_archive``):
   but never one at or after
   - the oldest pending write, compaction or replace commit (and the last completed commit
     before it, so the timeline keeps no hole around an inflight instant),
-  - the first savepoint (with ``hoodie.archive.beyond.savepoint`` on copy-on-write tables,
-    only savepointed commits stay and the commits after them may go; merge-on-read tables stop
-    at the first savepoint all the same, since log scanners would skip the blocks of commits
-    archived after a commit that stays),
+  - the first savepoint. With ``hoodie.archive.beyond.savepoint`` on a copy-on-write table,
+    savepointed commits stay and the commits after them may go up to the first one whose base
+    files are still in a latest file slice, or that replaced file groups: readers such as
+    hudi-rs take only instants older than the first active commit as archived, so they would
+    hide those files, and the replaced file groups would come back. Merge-on-read tables stop
+    at the first savepoint all the same: log scanners would skip the blocks of commits
+    archived after a commit that stays,
   - the earliest commit the last completed clean retains (``earliestCommitToRetain``): the
     cleaner still reads those commits' metadata, and incremental reads need them,
   - a completed replace commit the cleaner has not passed yet: without it on the timeline the
@@ -71,6 +74,7 @@ from shoal.errors import CorruptTableError, ShoalError
 from shoal.fs.markers import delete_markers
 from shoal.fs.metadata_table import drop_metadata_table
 from shoal.fs.storage import Storage
+from shoal.fs.view import FileSystemView
 from shoal.timeline.archived import (
     MERGE_PLAN_NAME,
     archive_file_name,
@@ -194,6 +198,13 @@ def _commits_to_archive(
         # it predates the first active commit: with the savepointed commit staying, the log
         # blocks of commits archived after it would be skipped as uncommitted.
         limits.append(("the first savepoint (merge-on-read logs)", savepoints[0]))
+    elif savepoints:
+        limits.append(
+            (
+                "a commit after a savepoint that readers still need",
+                _first_needed_after(timeline, savepoints[0]),
+            )
+        )
     bounds = [t for _, t in limits if t is not None]
     bound = min(bounds) if bounds else None
     pinned = set(savepoints)
@@ -201,6 +212,32 @@ def _commits_to_archive(
         c for c in commits if (bound is None or c.requested_time < bound) and c.requested_time not in pinned
     ]
     return eligible[: len(commits) - settings.min_commits]
+
+
+def _first_needed_after(timeline: Timeline, savepoint: str) -> str | None:
+    """Archiving beyond a savepoint on a copy-on-write table: the first commit after it that
+    must stay. With the savepointed commit staying, a reader that takes only instants older
+    than the first active commit as archived (hudi-rs does) hides the files of the commits
+    archived after it: those commits may go only while no base file of theirs is in a latest
+    file slice. A replace commit after the savepoint stays too: the cleaner keeps savepointed
+    files, so the file groups it replaced may still be on storage, and without it they would be
+    visible again."""
+    later = [i for i in timeline.completed_data_instants() if i.requested_time > savepoint]
+    if not later:
+        return None
+    live = {
+        sl.base_file.instant_time
+        for sl in FileSystemView(timeline.storage, timeline).latest_file_slices()
+        if sl.base_file is not None
+    }
+    return next(
+        (
+            i.requested_time
+            for i in later
+            if i.requested_time in live or i.action in (Action.REPLACE_COMMIT, Action.CLUSTERING)
+        ),
+        None,
+    )
 
 
 def _oldest_commit_to_retain(timeline: Timeline, commits: list[Instant]) -> str | None:
