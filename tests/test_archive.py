@@ -19,13 +19,14 @@ import shoal
 from shoal import _native
 from shoal.cli import main
 from shoal.config.write_config import WriteConfig
-from shoal.errors import InvalidOptionError
+from shoal.errors import InvalidOptionError, UnsupportedError
 from shoal.fs.storage import Storage
 from shoal.read.incremental import predecessor
 from shoal.schemas import load_schema
 from shoal.timeline.instant import Action, State
 from shoal.timeline.timeline import Timeline
 from tests.hudi_oracle import hudi_rs_read, rows_by
+from tests.table_files import data_files
 
 TOOLS = Path(__file__).resolve().parents[1].parent / "shared" / "tools" / "parse_log.py"
 SCHEMA_DIR = Path(shoal.__file__).parent / "schemas"
@@ -377,6 +378,22 @@ def test_archive_beyond_savepoint_keeps_commits_readers_still_need(tmp_path, lat
 
     assert archived == [times[0], times[2]]
     assert _active_data(t) == [times[1], *times[3:]]
+    _assert_reads_unchanged(t, before)
+
+
+def test_no_restore_over_commits_archived_beyond_the_savepoint(tmp_path):
+    """As in Hudi (HUDI-4501): a restore rolls back only what the active timeline holds, so
+    commits archived after the savepoint would keep their files. It fails before any change."""
+    t = _table(tmp_path, **{"hoodie.archive.beyond.savepoint": "true"})
+    times = _commits(t, 8)
+    t.savepoint(times[2])
+    assert times[3] in [i.requested_time for i in t.archive().archived]
+    before, files, instants = _rows(t.read()), data_files(t.path), t.instants()
+
+    with pytest.raises(UnsupportedError, match="archived"):
+        t.restore(times[2])
+
+    assert t.instants() == instants and data_files(t.path) == files
     _assert_reads_unchanged(t, before)
 
 

@@ -33,6 +33,7 @@ from shoal.schemas import load_schema
 from shoal.services.clean import run_pending_cleans
 from shoal.services.rollback import replay_markers, rollback_inflight_compaction, rollback_instant
 from shoal.services.savepoint import decode_record, savepointed_instants
+from shoal.timeline.archived import ArchivedTimeline
 from shoal.timeline.instant import Action, Instant, State
 from shoal.timeline.lock import COMPACTION, WRITE, table_lock
 from shoal.timeline.timeline import Timeline
@@ -67,6 +68,14 @@ def restore(
             raise InvalidArgumentError(
                 f"savepoints after {savepoint_time} exist ({', '.join(later)}): delete them first"
             )
+        archived = _archived_after(storage, config, timeline, savepoint_time)
+        if archived:
+            # Hudi refuses these too (HUDI-4501): a restore rolls back only what the active
+            # timeline holds, and would leave the archived commits' files behind.
+            raise UnsupportedError(
+                f"cannot restore to {savepoint_time}: commits after it were archived "
+                f"(hoodie.archive.beyond.savepoint), the first {archived[0]}"
+            )
         targets = instants_to_roll_back(timeline, savepoint_time)
         if not targets and savepoint_time in resumed.values():
             # The crashed restore to this savepoint, now finished, did it all.
@@ -87,6 +96,17 @@ def restore(
         )
         _execute(storage, config, requested, plan)
         return restore_time
+
+
+def _archived_after(
+    storage: Storage, config: TableConfig, timeline: Timeline, savepoint_time: str
+) -> list[str]:
+    """Archived commits later than the savepoint (archival beyond savepoints leaves them)."""
+    first = timeline.first_data_instant_time()
+    if first is not None and first <= savepoint_time:
+        return []  # archival stopped before the savepoint
+    archived = ArchivedTimeline.load(storage, config).completed_data_instants()
+    return [i.requested_time for i in archived if i.requested_time > savepoint_time]
 
 
 def instants_to_roll_back(timeline: Timeline, savepoint_time: str) -> list[Instant]:
