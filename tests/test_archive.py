@@ -397,6 +397,34 @@ def test_no_restore_over_commits_archived_beyond_the_savepoint(tmp_path):
     _assert_reads_unchanged(t, before)
 
 
+def test_no_restore_that_would_hide_a_commit_archived_between_savepoints(tmp_path):
+    """A commit archived between two savepoints is taken for archived while a later commit that
+    is not savepointed stays. A restore to the second savepoint would leave savepointed commits
+    only, before which the archived one no longer lies: readers would hide its file, which is
+    that savepoint's version of partition c. So the restore is refused."""
+    t = _table(tmp_path, **{"hoodie.archive.beyond.savepoint": "true"})
+
+    def write(key: int, p: str, v: str) -> str:
+        return t.upsert(pa.table({"id": [key], "p": [p], "ts": [0], "v": [v]}))
+
+    first = write(1, "a", "a0")
+    t.savepoint(first)
+    between = write(500, "c", "c1")
+    second = write(1, "a", "a2")
+    t.savepoint(second)
+    for i in range(3, 7):  # c's file of `between` is no longer latest; a's keep changing
+        write(500 if i == 3 else 1, "c" if i == 3 else "a", f"v{i}")
+    assert [i.requested_time for i in t.archive().archived] == [between]
+    before, instants = _rows(t.read()), t.instants()
+
+    with pytest.raises(UnsupportedError, match="archived"):
+        t.restore(second)
+
+    assert t.instants() == instants
+    _assert_reads_unchanged(t, before)
+    assert t.read(as_of=second).column("v").to_pylist() == ["a2", "c1"]
+
+
 def test_archive_beyond_savepoint_stops_at_the_savepoint_on_merge_on_read(tmp_path):
     """On merge-on-read, log blocks of a commit archived after a savepointed commit that stays
     would count as uncommitted: readers (shoal's, hudi-rs's and Hudi's log scanners) take only

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 import shoal
-from shoal.errors import CleanedInstantError, ShoalError
+from shoal.errors import CleanedInstantError, ShoalError, UnsupportedError
 from shoal.fs.view import FileSystemView
 from shoal.timeline.timeline import Timeline
 from tests.hudi_oracle import hudi_rs_read, rows_by
@@ -279,6 +279,33 @@ class GlobalRun(Run):
         return sorted(key for _, key in self.model.rows)
 
 
+class BeyondSavepointRun(Run):
+    """The same sequences with ``hoodie.archive.beyond.savepoint`` and a compaction trigger that
+    holds no delta commit back from archival: archival passes savepoints where readers allow
+    it, and a restore over commits archived beyond its savepoint is refused."""
+
+    def __init__(self, tmp_path, seed: int, table_type: str) -> None:
+        super().__init__(
+            tmp_path,
+            seed,
+            table_type,
+            {
+                "hoodie.archive.beyond.savepoint": "true",
+                "hoodie.compact.inline.trigger.strategy": "TIME_ELAPSED",
+            },
+        )
+
+    def restore(self) -> None:
+        if not self.saved:
+            return
+        before = self.timeline()
+        try:
+            super().restore()
+        except UnsupportedError:
+            assert self.timeline().instants == before.instants  # refused: nothing changed
+            self.effects["refused_restore"] = self.effects.get("refused_restore", 0) + 1
+
+
 class _EveryFileGroup(FileSystemView):
     def _replaced_file_ids(self, completed: list) -> set[tuple[str, str]]:
         return set()
@@ -318,6 +345,9 @@ COW, MOR = "COPY_ON_WRITE", "MERGE_ON_READ"
         (GlobalRun, 9, COW),
         (GlobalRun, 8, MOR),
         (GlobalRun, 9, MOR),
+        # Seed 827 archives a commit between two savepoints, and its restores are refused.
+        (BeyondSavepointRun, 827, COW),
+        (BeyondSavepointRun, 803, MOR),
     ],
 )
 def test_writes_and_services_against_the_model(tmp_path, run_class, seed, table_type):
@@ -331,5 +361,6 @@ def test_writes_and_services_against_the_model(tmp_path, run_class, seed, table_
         getattr(run, op)()
         run.check(step, op)
     # The sequence did what it is about: files cleaned, commits undone, logs compacted.
-    assert all(run.effects[e] > 0 for e in ("clean", "restore", "rollback", "replace")), run.effects
+    assert all(run.effects[e] > 0 for e in ("clean", "rollback", "replace")), run.effects
+    assert run.effects["restore"] + run.effects.get("refused_restore", 0) > 0, run.effects
     assert run.effects["compact"] > 0 or table_type == "COPY_ON_WRITE"

@@ -36,7 +36,7 @@ from shoal.services.savepoint import decode_record, savepointed_instants
 from shoal.timeline.archived import ArchivedTimeline
 from shoal.timeline.instant import Action, Instant, State
 from shoal.timeline.lock import COMPACTION, WRITE, table_lock
-from shoal.timeline.timeline import Timeline
+from shoal.timeline.timeline import DATA_ACTIONS, Timeline
 
 PLAN_SCHEMA = "HoodieRestorePlan.v6.writer"
 METADATA_SCHEMA = "HoodieRestoreMetadata.v6.writer"
@@ -101,12 +101,22 @@ def restore(
 def _archived_after(
     storage: Storage, config: TableConfig, timeline: Timeline, savepoint_time: str
 ) -> list[str]:
-    """Archived commits later than the savepoint (archival beyond savepoints leaves them)."""
+    """Archived commits that the timeline left by the restore would no longer take for
+    archived: those later than where its data timeline would start (archival beyond savepoints
+    leaves such commits between savepointed ones). Readers would hide their files."""
+    savepointed = {i.requested_time for i in timeline.instants if i.action == Action.SAVEPOINT}
+    left = [
+        i.requested_time
+        for i in timeline.instants
+        if i.action in DATA_ACTIONS and i.requested_time <= savepoint_time
+    ]
+    start = next((t for t in left if t not in savepointed), left[0] if left else None)
     first = timeline.first_data_instant_time()
-    if first is not None and first <= savepoint_time:
-        return []  # archival stopped before the savepoint
+    if start is not None and first is not None and first not in savepointed and start >= first:
+        # Archival takes the oldest commits that are not savepointed: all are older than this.
+        return []
     archived = ArchivedTimeline.load(storage, config).completed_data_instants()
-    return [i.requested_time for i in archived if i.requested_time > savepoint_time]
+    return [i.requested_time for i in archived if start is None or i.requested_time > start]
 
 
 def instants_to_roll_back(timeline: Timeline, savepoint_time: str) -> list[Instant]:
