@@ -351,6 +351,45 @@ def test_rollback_refuses_a_savepointed_commit(tmp_path):
     assert t.read()["id"].to_pylist() == [1]
 
 
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_rollback_refuses_a_commit_whose_predecessors_a_later_clean_removed(tmp_path, table_type):
+    """The cleaner keeping file versions removes replaced file groups at once. Rolling back the
+    replace commit after that would bring back an older version of its partition, or nothing:
+    refused, nothing changes. A rollback whose previous slices the clean kept goes ahead."""
+    from shoal.errors import InvalidArgumentError
+
+    t = shoal.Table.create(
+        str(tmp_path / "t"),
+        name="t",
+        table_type=table_type,
+        record_key="id",
+        partition_by="p",
+        ordering_field="ts",
+        options={
+            "hoodie.clean.automatic": "false",
+            "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+            "hoodie.cleaner.fileversions.retained": "2",
+        },
+    )
+
+    def batch(ids: list[int], ts: int) -> pa.Table:
+        return pa.table({"id": ids, "p": ["a"] * len(ids), "ts": [ts] * len(ids), "v": [f"v{ts}"] * len(ids)})
+
+    t.bulk_insert(batch([1, 2], 1))
+    t.upsert(batch([1], 2))
+    t.insert_overwrite(batch([3], 3))
+    assert t.clean(), "the replaced file group is cleaned"
+    before, instants = rows_by(t.read(), ["id", "v"], ["id"]), t.instants()
+    with pytest.raises(InvalidArgumentError, match="clean"):
+        t.rollback()
+    assert t.instants() == instants and rows_by(t.read(), ["id", "v"], ["id"]) == before
+    assert rows_by(hudi_rs_read(t.path), ["id", "v"], ["id"]) == [{"id": 3, "v": "v3"}]
+
+    t.upsert(batch([3], 4))  # the slice before it stays: its rollback goes ahead
+    t.rollback()
+    assert rows_by(t.read(), ["id", "v"], ["id"]) == [{"id": 3, "v": "v3"}]
+
+
 def test_a_write_after_a_crashed_restore_finishes_it_first(tmp_path, monkeypatch):
     b = Built(tmp_path / "t", "MERGE_ON_READ")
     b.write(2)

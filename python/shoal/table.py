@@ -329,7 +329,7 @@ class Table:
     def rollback(self, instant: str | None = None) -> str:
         """Rolls back the last completed data commit (or the given one, which must be the last);
         a savepointed commit is refused (delete the savepoint first), as in Hudi."""
-        from shoal.services.rollback import rollback_instant
+        from shoal.services.rollback import ensure_restorable_before, rollback_instant
         from shoal.services.savepoint import savepointed_instants
         from shoal.timeline.lock import WRITE, table_lock
 
@@ -351,6 +351,7 @@ class Table:
                 raise InvalidArgumentError(
                     f"commit {last.requested_time} is savepointed: delete the savepoint to roll it back"
                 )
+            ensure_restorable_before(self.storage, timeline, last)
             return rollback_instant(self.storage, self.config, timeline, last)
 
     # ---- compaction (merge-on-read) --------------------------------------------------------

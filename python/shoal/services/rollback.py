@@ -16,10 +16,13 @@ from collections.abc import Sequence
 
 from shoal import _native
 from shoal.config.table_config import TableConfig
-from shoal.errors import InvalidArgumentError, UnsupportedError
+from shoal.errors import CleanedInstantError, InvalidArgumentError, UnsupportedError
 from shoal.fs.markers import append_offset, create_marker, delete_markers, list_marked_files
 from shoal.fs.storage import Storage
+from shoal.fs.view import FileSystemView
+from shoal.read.incremental import predecessor
 from shoal.schemas import load_schema
+from shoal.services.clean import ensure_retained
 from shoal.timeline.commit_metadata import NULL_COMMIT
 from shoal.timeline.instant import Action, Instant, State
 from shoal.timeline.timeline import DATA_ACTIONS, Timeline
@@ -247,3 +250,23 @@ def _files_of_instant(storage: Storage, timeline: Timeline, target: Instant) -> 
         if parsed is not None and parsed.instant_time == target.requested_time:
             out.append((f.path, f.path.rsplit("/", 1)[0] if "/" in f.path else ""))
     return out
+
+
+def ensure_restorable_before(storage: Storage, timeline: Timeline, target: Instant) -> None:
+    """Raises InvalidArgumentError when rolling back the completed ``target`` would need a file
+    slice a later clean removed: the slice a file group it wrote or replaced had before it (the
+    cleaner keeping file versions removes replaced file groups at once). The table would show an
+    older version of those records, or none."""
+    metadata = timeline.commit_metadata(target)
+    partitions = set(metadata.partition_to_write_stats) | set(metadata.replaced_file_ids())
+    if not partitions:
+        return
+    before = predecessor(target.requested_time)
+    view = FileSystemView(storage, timeline, as_of=before, partitions=sorted(partitions))
+    try:
+        ensure_retained(timeline, view, before)
+    except CleanedInstantError as e:
+        raise InvalidArgumentError(
+            f"cannot roll back {target.requested_time}: a clean after it removed file slices the "
+            f"table had before it ({e}); restore a savepoint instead"
+        ) from None
