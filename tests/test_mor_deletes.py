@@ -27,7 +27,9 @@ def _rows(ids, ts, deleted=None, city="sf") -> pa.Table:
     return pa.table(data)
 
 
-def _table(tmp_path, ordering: str = "EVENT_TIME_ORDERING") -> shoal.Table:
+def _table(
+    tmp_path, ordering: str = "EVENT_TIME_ORDERING", options: dict[str, str] | None = None
+) -> shoal.Table:
     return shoal.Table.create(
         str(tmp_path / "m"),
         name="m",
@@ -36,6 +38,7 @@ def _table(tmp_path, ordering: str = "EVENT_TIME_ORDERING") -> shoal.Table:
         partition_by="city",
         ordering_field="ts",
         merge_ordering=ordering,
+        options=options,
     )
 
 
@@ -243,13 +246,8 @@ def test_record_after_an_archived_logged_delete_under_event_time(tmp_path, delet
     delete block still counts (its instant predates the active timeline), so a late record, or
     a late ``_hoodie_is_deleted`` delete, logged after it would let the deleted base version
     come back in Hudi's readers."""
-    t = shoal.Table.create(
-        str(tmp_path / "m"),
-        name="m",
-        table_type="MERGE_ON_READ",
-        record_key="id",
-        partition_by="city",
-        ordering_field="ts",
+    t = _table(
+        tmp_path,
         options={
             "hoodie.keep.min.commits": "2",
             "hoodie.keep.max.commits": "3",
