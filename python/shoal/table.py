@@ -328,7 +328,9 @@ class Table:
 
     def rollback(self, instant: str | None = None) -> str:
         """Rolls back the last completed data commit (or the given one, which must be the last);
-        a savepointed commit is refused (delete the savepoint first), as in Hudi."""
+        a savepointed commit is refused (delete the savepoint first), as in Hudi, and so is one
+        whose file groups' earlier slices a later clean removed (the table would show older
+        records, or none)."""
         from shoal.services.rollback import ensure_restorable_before, rollback_instant
         from shoal.services.savepoint import savepointed_instants
         from shoal.timeline.lock import WRITE, table_lock
