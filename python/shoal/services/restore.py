@@ -36,7 +36,7 @@ from shoal.services.savepoint import decode_record, savepointed_instants
 from shoal.timeline.archived import ArchivedTimeline
 from shoal.timeline.instant import Action, Instant, State
 from shoal.timeline.lock import COMPACTION, WRITE, table_lock
-from shoal.timeline.timeline import DATA_ACTIONS, Timeline
+from shoal.timeline.timeline import Timeline
 
 PLAN_SCHEMA = "HoodieRestorePlan.v6.writer"
 METADATA_SCHEMA = "HoodieRestoreMetadata.v6.writer"
@@ -104,14 +104,9 @@ def _archived_after(
     """Archived commits that the timeline left by the restore would no longer take for
     archived: those later than where its data timeline would start (archival beyond savepoints
     leaves such commits between savepointed ones). Readers would hide their files."""
-    savepointed = {i.requested_time for i in timeline.instants if i.action == Action.SAVEPOINT}
-    left = [
-        i.requested_time
-        for i in timeline.instants
-        if i.action in DATA_ACTIONS and i.requested_time <= savepoint_time
-    ]
-    start = next((t for t in left if t not in savepointed), left[0] if left else None)
+    start = timeline.first_data_instant_time(until=savepoint_time)
     first = timeline.first_data_instant_time()
+    savepointed = {i.requested_time for i in timeline.instants if i.action == Action.SAVEPOINT}
     if start is not None and first is not None and first not in savepointed and start >= first:
         # Archival takes the oldest commits that are not savepointed: all are older than this.
         return []

@@ -48,7 +48,7 @@ from shoal.executor.local import LocalExecutor
 from shoal.fs.markers import delete_markers, list_marked_files, reconcile_against_markers
 from shoal.fs.partition_metadata import ensure_partition_metadata, is_partition, partition_paths
 from shoal.fs.storage import Storage
-from shoal.fs.view import FileSlice, FileSystemView
+from shoal.fs.view import FileSlice, FileSystemView, LogFile
 from shoal.index.bloom import BloomIndex
 from shoal.index.bucket import BucketIndex
 from shoal.index.global_index import CheckStored, check_stored_slices, tag_globally
@@ -156,7 +156,7 @@ class PendingWrite:
     pending_compactions: dict[tuple[str, str], str]
     # The Avro schema for delete block headers (merge-on-read deletes).
     log_schema: str | None
-    deleted_logs: set[tuple[str, str]] | None = None
+    deleted_logs: LogsWithDeletes | None = None
     # Beats while the write is pending (LAZY failed-write cleaning only; driver side).
     heartbeat: Heartbeat | None = None
 
@@ -659,13 +659,7 @@ class Writer:
                 if write.deleted_logs is None:
                     write.deleted_logs = log_files_with_deletes(timeline)
                 here = existing.partition_path
-                # Blocks of archived commits are not in the active timeline's write stats: a
-                # log file older than the active timeline may hold deletes of theirs.
-                first = timeline.first_data_instant_time()
-                if any(
-                    (here, lf.name) in write.deleted_logs or first is None or lf.instant_time < first
-                    for lf in existing.log_files
-                ):
+                if any(write.deleted_logs.may_hold(here, lf) for lf in existing.log_files):
                     rewrite = self.rewrite_spec(write, bucket_idx, task_id)
                     return dataclasses.replace(append, rewrite_if_key_deleted=rewrite)
             return append
@@ -991,9 +985,27 @@ def _has_ordered_entries(chunk: pa.Table | RowGather) -> bool:
     return bool(pc.any(pc.not_equal(ops, OP_HARD_DELETE)).as_py())
 
 
-def log_files_with_deletes(timeline: Timeline) -> set[tuple[str, str]]:
-    """(partition, log file name) of every log file that a completed delta commit on the active
-    timeline appended deletes to (archived commits are not read)."""
+@dataclass(frozen=True)
+class LogsWithDeletes:
+    """Which log files may hold delete blocks that count: those a completed delta commit on the
+    active timeline appended deletes to, and any older than the active timeline (the write stats
+    of archived commits are not read)."""
+
+    # (partition, log file name)
+    appended: set[tuple[str, str]]
+    # Where the active data timeline starts; None: it holds no data instant.
+    active_since: str | None
+
+    def may_hold(self, partition: str, log_file: LogFile) -> bool:
+        return (
+            (partition, log_file.name) in self.appended
+            or self.active_since is None
+            or log_file.instant_time < self.active_since
+        )
+
+
+def log_files_with_deletes(timeline: Timeline) -> LogsWithDeletes:
+    """The log files of the table that may hold deletes (:class:`LogsWithDeletes`)."""
     out: set[tuple[str, str]] = set()
     for inst in timeline.completed_data_instants():
         if inst.action != Action.DELTA_COMMIT:
@@ -1002,4 +1014,4 @@ def log_files_with_deletes(timeline: Timeline) -> set[tuple[str, str]]:
             for stat in stats:
                 if stat.numDeletes and stat.path:
                     out.add((partition, stat.path.rsplit("/", 1)[-1]))
-    return out
+    return LogsWithDeletes(out, timeline.first_data_instant_time())
