@@ -6,22 +6,26 @@ the same records (the spark_upsert.py peer), in one local[2] session.
 
 Jobs: a scan alone; an Arrow UDF computing a route column from the key columns; a shuffle by a
 route column into 30 tasks or 4; each followed by a ``mapInArrow`` function that only counts its
-rows. Then what shoal's write does since it packs records: a ``mapInArrow`` over whole records
-that cuts each batch by a route value and packs each route's records as one Arrow IPC stream, a
-shuffle of those packed rows into 4 tasks sorted by route, and a ``mapInArrow`` that unpacks and
-counts them; and the key pass alone (a ``mapInArrow`` over the key columns, one task per core).
-The key pass plus the packed shuffle is the floor under a write that shuffles its records to
-Python write tasks. Last, a route computed by Spark alone (a broadcast join of half the keys with
-their routes, a hash for the rest), then the shuffle of rows sorted by route and a ``mapInArrow``:
+rows. Then packed records: a ``mapInArrow`` over whole records that cuts each batch by a route
+value and packs each route's records as one Arrow IPC stream, a shuffle of those packed rows
+into 4 tasks sorted by route, and a ``mapInArrow`` that unpacks and counts them (what shoal's
+write did until 2026-11-23); the same packing into a file per task instead, whose runs 4 tasks
+read back and count (what shoal's write does: it hands packed records over through storage);
+and the key pass alone (a ``mapInArrow`` over the key columns, one task per core). The key pass
+plus the packed files is the floor under a write that hands its records to Python write tasks.
+Last, a route computed by Spark alone (a broadcast join of half the keys with their routes, a
+hash for the rest), then the shuffle of rows sorted by route and a ``mapInArrow``:
 the floor of a write whose routes the JVM could compute from a tagging pass's results.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -31,7 +35,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import functions as F
 from pyspark.sql.functions import arrow_udf
-from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 from rich.console import Console
 from rich.table import Table as RichTable
 
@@ -75,6 +79,55 @@ def packed(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         )
 
 
+RUNS_SCHEMA = StructType(
+    [
+        StructField("r", IntegerType()),
+        StructField("p", StringType()),
+        StructField("o", LongType()),
+        StructField("n", LongType()),
+    ]
+)
+
+
+def packed_to_file(directory: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """:func:`packed`'s streams appended to one file per task; yields (route, file, offset,
+    length) of each."""
+    path = f"{directory}/{uuid.uuid4().hex}.arrow"
+    runs: list[tuple[int, int, int]] = []
+    with pa.OSFile(path, "wb") as sink:
+        for batch in packed(batches):
+            for route, payload in zip(batch.column(0).to_pylist(), batch.column(1), strict=True):
+                runs.append((route, sink.tell(), len(payload.as_buffer())))
+                sink.write(payload.as_buffer())
+    route, offset, length = zip(*runs, strict=True) if runs else ((), (), ())
+    yield pa.record_batch(
+        [pa.array(route, pa.int32()), pa.array([path] * len(runs)), pa.array(offset), pa.array(length)],
+        names=["r", "p", "o", "n"],
+    )
+
+
+def through_files(spark, df, directory: str) -> None:  # type: ignore[no-untyped-def]
+    """Packs into a file per task; then 4 tasks read their routes' runs back and count."""
+    runs = df.mapInArrow(functools.partial(packed_to_file, directory), RUNS_SCHEMA).collect()
+    layout: list[list[tuple[str, int, int]]] = [[] for _ in range(4)]
+    for run in sorted(runs, key=lambda r: (r.r, r.p, r.o)):
+        layout[run.r % 4].append((run.p, run.o, run.n))
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        rows = 0
+        for batch in batches:
+            for task in batch.column(0).to_pylist():
+                for path, offset, length in layout[task]:
+                    with pa.OSFile(path) as f:
+                        f.seek(offset)
+                        rows += pa.ipc.open_stream(f.read_buffer(length)).read_all().num_rows
+        yield pa.record_batch([pa.array([rows], pa.int64())], names=["n"])
+
+    spark.range(0, 4, 1, 4).mapInArrow(read, COUNT_SCHEMA).collect()
+    for path in Path(directory).iterdir():
+        path.unlink()
+
+
 def unpacked_count(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     rows = sum(pa.ipc.open_stream(p.as_buffer()).read_all().num_rows for b in batches for p in b.column(1))
     yield pa.record_batch([pa.array([rows], pa.int64())], names=["n"])
@@ -111,6 +164,9 @@ def main() -> None:
     jvm_routed = df.join(F.broadcast(tags), "key", "left").withColumn(
         "r", F.coalesce(F.col("t"), F.abs(F.hash("key")) % 30)
     )
+
+    packed_dir = work / "packed"
+    packed_dir.mkdir()
 
     def noop(frame):  # type: ignore[no-untyped-def]
         frame.write.format("noop").mode("overwrite").save()
@@ -150,6 +206,9 @@ def main() -> None:
         ),
         "key pass (key columns, one task per core)": lambda: (
             df.select("key", "part").coalesce(2).mapInArrow(count_rows, COUNT_SCHEMA).collect()
+        ),
+        "pack by route into a file per task + 4 tasks read their runs + unpack": lambda: through_files(
+            spark, df, str(packed_dir)
         ),
         "pack by route + shuffle packed rows into 4 sorted + unpack": lambda: (
             df.mapInArrow(packed, PACKED_SCHEMA)

@@ -168,9 +168,12 @@ def test_same_sequence_local_and_spark_give_the_same_table(spark, tmp_path, tabl
 
 
 def _assert_no_stray_files(path: str) -> None:
-    """Every base and log file on disk is one a completed commit reports, and no markers remain."""
+    """Every base and log file on disk is one a completed commit reports, no markers remain,
+    and no packed records of a write (``shoal.spark.packing``)."""
     assert data_files(path) == committed_paths(path)
-    assert not list((Path(path) / ".hoodie" / ".temp").rglob("*.marker.*"))
+    temp = Path(path) / ".hoodie" / ".temp"
+    assert not list(temp.rglob("*.marker.*"))
+    assert not list(temp.glob("shoal-packed-*"))
 
 
 def _bulk_inserted(spark, path: str, seed: int, table_type: str) -> tuple[Batches, Model]:
@@ -230,6 +233,35 @@ def test_failed_task_attempt_leaves_no_duplicates_or_files(spark, tmp_path, tabl
     assert len(failed) == 1, "the failure was injected exactly once"
     assert failed[0] not in {s.path for s in result.metadata.write_stats()}
     assert not (Path(path) / failed[0]).exists(), "the failed attempt's file is left behind"
+    _assert_model_rows_once(path, model)
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"], ids=["cow", "mor"])
+def test_failed_first_attempts_of_the_passes_over_the_input_leave_no_trace(spark, tmp_path, table_type):
+    """The first attempt of every task over the input (the count pass's, then the route pass's,
+    whose attempt has opened its packed file) fails partway through its rows: the retries finish
+    the write, every record is written once, and no packed records are left."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType
+
+    path = str(tmp_path / "t")
+    batches, model = _bulk_inserted(spark, path, 21, table_type)
+    updates = batches.upserts()
+    failing = updates[len(updates) // 2]["id"]
+
+    def flaky(key):
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context.partitionId() == 0 and context.attemptNumber() == 0 and key == failing:
+            raise RuntimeError("injected failure of a first attempt")
+        return key
+
+    frame = spark.createDataFrame(_arrow(updates, False)).coalesce(1)
+    frame = frame.withColumn("id", F.udf(flaky, LongType())(F.col("id")))
+    result = spark_write(frame, path, "upsert", {})
+    assert "route" in result.timings
+    model.upsert(updates)
     _assert_model_rows_once(path, model)
 
 
@@ -396,21 +428,28 @@ def test_a_task_of_several_buckets_fails_after_writing_some(spark, tmp_path, tab
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"], ids=["cow", "mor"])
-def test_records_packed_in_many_small_pieces_arrive_whole(spark, tmp_path, table_type, monkeypatch):
-    """Pieces of a few hundred bytes, so that every packed value travels in many rows and the
-    write tasks join values whose pieces straddle their Arrow batches (as big writes do with
-    pieces sized to keep each batch under Spark's 2 GiB)."""
-    import sys
-
-    write_module = sys.modules["shoal.spark.write"]
-    monkeypatch.setattr(write_module, "piece_bytes", lambda batch_rows: 300)
-    monkeypatch.setattr(write_module, "batch_rows", lambda schema: 16)
+def test_records_of_many_input_partitions_reach_their_buckets_in_input_order(spark, tmp_path, table_type):
+    """An input of many partitions: every bucket's records come in runs of many packed files
+    (one per route task), and records of one key in different partitions are deduplicated in
+    input order (the later of two equal ones wins)."""
     path = str(tmp_path / "t")
     batches, model = _bulk_inserted(spark, path, 13, table_type)
     for _ in range(2):
         updates = batches.upserts()
-        spark_write(spark.createDataFrame(_arrow(updates, False)), path, "upsert", {})
-        model.upsert(updates)
+        # Half the records again with the same ordering values and other fares, later in the
+        # input (in a later partition): these win.
+        again = [{**r, "fare": r["fare"] + 1000} for r in updates[: len(updates) // 2]]
+        rows = updates + again
+        table = _arrow(rows, False)
+        ranged = (
+            spark.createDataFrame(table.append_column("pos", pa.array(range(len(rows)))))
+            .repartitionByRange(6, "pos")
+            .sortWithinPartitions("pos")
+        )
+        df = ranged.drop("pos")
+        assert df.rdd.getNumPartitions() == 6
+        spark_write(df, path, "upsert", {})
+        model.upsert(rows)
         _assert_model_rows_once(path, model)
 
 

@@ -28,8 +28,6 @@ partitions are duplicates of each other. So:
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -41,11 +39,11 @@ from pyspark import TaskContext
 from shoal import _native
 from shoal.arrays import contiguous
 from shoal.errors import CorruptDataError
-from shoal.fs.markers import MARKER_DIR
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
 from shoal.spark.keying import KeySpec, chunked, key_columns_of, keyed_table
 from shoal.spark.keys import KeyMap, key_hash
+from shoal.spark.scratch import scratch_dir
 from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_UPSERT
 from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import Assignment, BucketAssigner
@@ -71,25 +69,15 @@ def key_pass_schema(ordering: pa.Field | None) -> pa.Schema:
     return pa.schema(fields + ([ordering] if ordering is not None else []))
 
 
-# Where the key pass's tasks write their keys: a directory per write under the table's temp
-# directory, named with the time it was made (a later write deletes those a crash left).
+# Where the key pass's tasks write their keys: a scratch directory per write.
 KEYS_DIR_NAME = "shoal-keys-"
-# A key directory older than this is left from a crashed write.
-STALE_KEYS_SECONDS = 24 * 3600
 # The key pass's rows: one per task attempt that finished, naming its file.
 KEY_FILES_SCHEMA = "file string, rows long"
 
 
 def keys_dir(storage: Storage) -> str:
-    """A new directory for one write's key files; deletes those of writes that crashed more
-    than STALE_KEYS_SECONDS ago."""
-    now = time.time()
-    for name in storage.list_dirs(MARKER_DIR):
-        if name.startswith(KEYS_DIR_NAME):
-            made = name[len(KEYS_DIR_NAME) :].split("-", 1)[0]
-            if made.isdigit() and now - int(made) > STALE_KEYS_SECONDS:
-                storage.delete_dir(f"{MARKER_DIR}/{name}")
-    return f"{MARKER_DIR}/{KEYS_DIR_NAME}{int(now)}-{uuid.uuid4().hex}"
+    """A new directory for one write's key files (``shoal.spark.scratch``)."""
+    return scratch_dir(storage, KEYS_DIR_NAME)
 
 
 def key_task(
@@ -202,13 +190,13 @@ class GlobalPlan:
     op: np.ndarray
     routed: int
 
-    def route_plan(self, route_values: list[int]) -> GlobalRoutePlan:
-        """The broadcast, once every bucket has its route value."""
+    def route_plan(self) -> GlobalRoutePlan:
+        """The broadcast to the route pass (a record's route value is its bucket's number)."""
         return GlobalRoutePlan(
             key_map=self.key_map,
             first=self.first,
             count=self.count,
-            route=np.asarray(route_values, dtype=np.int32)[self.bucket],
+            route=self.bucket.astype(np.int32),
             partition=self.partition,
             op=self.op,
         )

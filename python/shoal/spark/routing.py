@@ -6,7 +6,6 @@ index, the key's bucket; with a global index, the driver's plan by key) and pack
 
 from __future__ import annotations
 
-import itertools
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,15 +17,13 @@ import pyarrow.compute as pc
 from pyspark import TaskContext
 
 from shoal.errors import InvalidArgumentError
+from shoal.fs.storage import Storage
 from shoal.index.bucket import bucket_ids, bucket_of_file
 from shoal.spark.counting import TagContext, replaced_at, task_index
 from shoal.spark.global_keys import GlobalRoutePlan
 from shoal.spark.keying import KeySpec, chunked, task_keygen
 from shoal.spark.keys import KeyMap, key_hash
-from shoal.spark.packing import (
-    SEQ_COLUMN,
-    pack,
-)
+from shoal.spark.packing import SEQ_COLUMN, PackedWriter
 from shoal.spark.write_tasks import BucketTaskSpec
 from shoal.tasks.cow_write import OP_COLUMN, OP_UPSERT
 from shoal.write.assigner import Assignment
@@ -40,8 +37,8 @@ from shoal.write.writer import (
     key_records,
 )
 
-# Records the route pass packs at once: the fewer, larger packed values, the fewer rows the
-# shuffle moves; the bytes bound a packed value well below binary's 2 GiB offsets.
+# Records the route pass packs at once: the fewer, larger runs, the fewer reads a write task
+# makes; the bytes bound the memory a chunk takes.
 PACK_CHUNK_ROWS = 200_000
 
 PACK_CHUNK_BYTES = 64 * 1024 * 1024
@@ -50,9 +47,9 @@ PACK_CHUNK_BYTES = 64 * 1024 * 1024
 @dataclass(frozen=True)
 class RoutePlan:
     """Broadcast to the route pass: the keys whose tags the count pass corrected (by
-    partition: keys and file ids, null for a new key), the route value of each file group's
-    bucket by partition, and each partition's insert buckets (cumulative record counts and
-    route values)."""
+    partition: keys and file ids, null for a new key), the bucket of each file group by
+    partition, and each partition's insert buckets (cumulative record counts and buckets).
+    A record's route value is its bucket's number in the assignment."""
 
     tags: TagContext | None
     corrections: dict[str, tuple[pa.Array, pa.Array]]
@@ -62,8 +59,9 @@ class RoutePlan:
 
 @dataclass(frozen=True)
 class BucketRoutePlan:
-    """Broadcast to the route pass of a bucket index write: per partition, the bucket numbers
-    (ascending) that have a write task and the route values of their tasks."""
+    """Broadcast to the route pass of a bucket index write: per partition, the bucket index's
+    bucket numbers (ascending) that take records and the assignment's buckets (route values)
+    of their file groups."""
 
     routes: dict[str, tuple[np.ndarray, np.ndarray]]
 
@@ -72,7 +70,6 @@ def route_plan(
     tags: TagContext | None,
     corrections: dict[str, tuple[pa.Array, pa.Array]],
     assignment: Assignment,
-    route_values: list[int],
 ) -> RoutePlan:
     """Where the route pass sends rows: tagged rows to their file group's bucket; the rest of a
     partition over its insert buckets by ``key_hash(key) % inserts`` against the buckets'
@@ -82,16 +79,16 @@ def route_plan(
     updates: dict[str, dict[str, int]] = defaultdict(dict)
     for b, bucket in enumerate(assignment.buckets):
         # Tags name existing file groups only; a new bucket's fresh file id matches no row.
-        updates[bucket.partition_path][bucket.file_id] = route_values[b]
+        updates[bucket.partition_path][bucket.file_id] = b
     inserts = {}
     for partition, plan in assignment.insert_plan.items():
         if plan:
             cumulative = np.cumsum([count for _, count in plan]).tolist()
-            inserts[partition] = (tuple(int(c) for c in cumulative), tuple(route_values[b] for b, _ in plan))
+            inserts[partition] = (tuple(int(c) for c in cumulative), tuple(b for b, _ in plan))
     return RoutePlan(tags, corrections, dict(updates), inserts)
 
 
-def bucket_route_plan(assignment: Assignment, route_values: list[int]) -> BucketRoutePlan:
+def bucket_route_plan(assignment: Assignment) -> BucketRoutePlan:
     """Where the route pass of a bucket index write sends rows: to the task of their
     (partition, bucket number), existing file group or new; rows of other buckets (deletes of
     keys no file group holds) are dropped."""
@@ -99,7 +96,7 @@ def bucket_route_plan(assignment: Assignment, route_values: list[int]) -> Bucket
     for b, bucket in enumerate(assignment.buckets):
         number = bucket_of_file(bucket.file_id)
         assert number is not None, bucket.file_id  # the bucket index names every file group
-        by_partition[bucket.partition_path][number] = route_values[b]
+        by_partition[bucket.partition_path][number] = b
     routes = {}
     for partition, values in by_partition.items():
         numbers = sorted(values)
@@ -118,47 +115,51 @@ def pack_task(
     task: BucketTaskSpec,
     broadcast: Any,
     ordered: bool,
-    pieces_of: int,
+    directory: str,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """The route pass over whole records (``mapInArrow``): keys them as the write task would
-    (``key_records``), gives each its route value (``_routes``) and yields, per chunk of
-    input and route, the chunk's records of that route as one packed value
-    (``shoal.spark.packing``) in pieces of at most ``pieces_of`` bytes. ``ordered``: each
-    record carries its input position (``SEQ_COLUMN``, the value
-    ``monotonically_increasing_id`` would give it), which deduplication needs once a shuffle
-    has mixed the order."""
+    (``key_records``), gives each its route value (``_routes``) and writes, per chunk of
+    input and route, the chunk's records of that route as one run of this attempt's packed
+    file in ``directory`` (``shoal.spark.packing``); yields the file's index rows.
+    ``ordered``: each record carries its input position (``SEQ_COLUMN``, the value
+    ``monotonically_increasing_id`` would give it), which deduplication needs once records of
+    several input partitions meet."""
     keygen = task_keygen(task.table_properties)
     context = TaskContext.get()
     partition = context.partitionId() if context is not None else 0
+    attempt = context.taskAttemptId() if context is not None else 0
     position = (partition << 33) if ordered else 0
-    # Names of this task's packed values: distinct across the tasks of the pass.
-    value_ids = itertools.count(partition << 32)
-    for chunk in chunked(batches, PACK_CHUNK_ROWS, PACK_CHUNK_BYTES):
-        records = key_records(
-            normalize_types(strip_meta_columns(chunk)),
-            task.operation,
-            keygen,
-            task.ordering_field,
-            task.table_schema,
-            task.fill_missing,
-        )
-        if ordered:
-            seq = np.arange(position, position + records.num_rows, dtype=np.int64)
-            records = records.append_column(SEQ_COLUMN, pa.array(seq))
-            position += records.num_rows
-        if spec.global_keys:
-            plan: GlobalRoutePlan = broadcast.value
-            records, routes = plan.expand(records)
-        else:
-            routes = _routes(
-                spec,
-                broadcast,
-                records.column(RECORD_KEY).combine_chunks(),
-                records.column(PARTITION_PATH).combine_chunks(),
-                records.column(OP_COLUMN).combine_chunks(),
+    packed = PackedWriter(Storage(spec.base_uri), f"{directory}/{partition}-{attempt}.arrow", partition)
+    try:
+        for chunk in chunked(batches, PACK_CHUNK_ROWS, PACK_CHUNK_BYTES):
+            records = key_records(
+                normalize_types(strip_meta_columns(chunk)),
+                task.operation,
+                keygen,
+                task.ordering_field,
+                task.table_schema,
+                task.fill_missing,
             )
-        yield from pack(records, routes, pieces_of, value_ids)
+            if ordered:
+                seq = np.arange(position, position + records.num_rows, dtype=np.int64)
+                records = records.append_column(SEQ_COLUMN, pa.array(seq))
+                position += records.num_rows
+            if spec.global_keys:
+                plan: GlobalRoutePlan = broadcast.value
+                records, routes = plan.expand(records)
+            else:
+                routes = _routes(
+                    spec,
+                    broadcast,
+                    records.column(RECORD_KEY).combine_chunks(),
+                    records.column(PARTITION_PATH).combine_chunks(),
+                    records.column(OP_COLUMN).combine_chunks(),
+                )
+            packed.write(records, routes)
+    finally:
+        index = packed.close()
+    yield index
 
 
 def _routes(spec: KeySpec, broadcast: Any, keys: pa.Array, partitions: pa.Array, ops: pa.Array) -> pa.Array:

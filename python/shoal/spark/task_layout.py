@@ -1,14 +1,11 @@
 """How a Spark write lays its buckets out on write tasks: each bucket's weight, the number of
-tasks, which task takes which bucket, and the route values that send a bucket's rows there
-(Spark's hash partitioning of an int column, reproduced).
+tasks, which task takes which bucket, and the order a task writes its buckets in.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-
-import numpy as np
 
 from shoal.tasks.cow_write import CowWriteSpec
 from shoal.tasks.mor_append import LogAppendSpec
@@ -104,48 +101,8 @@ def pack_with_targets(
     return [task_of_unit[index[unit_of[b]]] for b in range(len(weights))], tasks
 
 
-def routes_before_targets(route_values: list[int], targets: Sequence[int | None]) -> list[int]:
-    """``route_values`` with each log bucket's value below its stray target's (both in one task,
-    so either value places either bucket): a task writes its buckets in route order, and the
-    target must come after the log whose records it takes."""
-    values = list(route_values)
-    for b, target in enumerate(targets):
-        if target is not None and values[b] > values[target]:
-            values[b], values[target] = values[target], values[b]
-    return values
-
-
-def route_keys(task_of: Sequence[int], tasks: int) -> list[int]:
-    """For each bucket ``b``, a non-negative int ``v`` (distinct per bucket) whose Spark hash
-    partition ``pmod(murmur3(v, seed 42), tasks)`` is ``task_of[b]``, so that
-    ``repartition(tasks, route)`` puts bucket ``b`` in that task's partition."""
-    wanted = [list(np.flatnonzero(np.asarray(task_of, dtype=np.int64) == t)) for t in range(tasks)]
-    found = [-1] * len(task_of)
-    start = 0
-    while any(wanted):
-        values = np.arange(start, start + 4 * len(task_of) + 64, dtype=np.int64)
-        parts = np.mod(spark_hash_int(values).astype(np.int64), tasks)
-        for value, part in zip(values.tolist(), parts.tolist(), strict=True):
-            if wanted[part]:
-                found[wanted[part].pop()] = value
-        start += len(values)
-    return found
-
-
-def spark_hash_int(values: np.ndarray) -> np.ndarray:
-    """Spark's ``hash(int_column)``: Murmur3_x86_32 of 4-byte ints with seed 42, as int32."""
-    with np.errstate(over="ignore"):
-        k = values.astype(np.uint32)
-        k = k * np.uint32(0xCC9E2D51)
-        k = (k << np.uint32(15)) | (k >> np.uint32(17))
-        k = k * np.uint32(0x1B873593)
-        h = np.uint32(42) ^ k
-        h = (h << np.uint32(13)) | (h >> np.uint32(19))
-        h = h * np.uint32(5) + np.uint32(0xE6546B64)
-        h ^= np.uint32(4)
-        h ^= h >> np.uint32(16)
-        h = h * np.uint32(0x85EBCA6B)
-        h ^= h >> np.uint32(13)
-        h = h * np.uint32(0xC2B2AE35)
-        h ^= h >> np.uint32(16)
-    return h.view(np.int32)
+def write_order(targets: Sequence[int | None]) -> list[int]:
+    """The order in which write tasks write their buckets: a log bucket before its stray target
+    (the target takes the log's bloom false positives), targets after every other bucket."""
+    taken = {t for t in targets if t is not None}
+    return [b for b in range(len(targets)) if b not in taken] + sorted(taken)

@@ -28,16 +28,17 @@ is the expensive direction: /work/shared/spec/SPARK_NOTES.md):
    by file group, inserts by a stable hash of the record key (``shoal.spark.keys``) weighted by
    the buckets' capacities (as Hudi's ``UpsertPartitioner``). Each task packs its records by
    bucket (``shoal.spark.packing``): per chunk of input and bucket, the bucket's keyed records
-   as one Arrow IPC stream, carried in rows of pieces small enough that no Arrow batch of a
-   write task passes Spark's 2 GiB limit. Spark repartitions those rows by route value, so that
-   each bucket lands in the task planned for it, and sorts them by (route, value, piece).
-   Shuffling packed records instead of every record as a row of its own costs Spark a copy of
-   bytes, not a conversion per record. Buckets are laid out on write tasks by
-   ``shoal.spark.task_layout``.
-4. *write* (``shoal.spark.write_tasks``): each task unpacks one bucket's records at a time,
-   deduplicates them (``finish_records``, in input order restored from a sequence column when
-   keys repeat) and runs the local writer's task for the bucket's spec (``run_cow_write`` /
-   ``run_log_append``). Tasks return their write stats and how many records they received.
+   as one Arrow IPC stream (a run) appended to a packed file of the task attempt's own, in a
+   scratch directory of the table's storage; it returns the file's index of runs. The driver
+   lays the buckets out on write tasks (``shoal.spark.task_layout``) and gives each task the
+   runs of its buckets. Handing runs over through storage instead of Spark's shuffle spares
+   Spark a copy of every byte into the JVM, its compression, a sort and a copy back.
+4. *write* (``shoal.spark.write_tasks``, one task per planned task): each task reads and
+   unpacks one bucket's runs at a time, deduplicates the records (``finish_records``, in
+   input order restored from a sequence column when keys repeat) and runs the local writer's
+   task for the bucket's spec (``run_cow_write`` / ``run_log_append``). Tasks return their write
+   stats and how many records they received. The scratch directory is deleted when the write
+   ends.
 5. *commit* on the driver (``Writer.commit``): files of failed or speculative attempts, which
    carry markers but are in no returned stat, are deleted first.
 
@@ -72,7 +73,7 @@ import json
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,7 +97,7 @@ from shoal.spark.counting import (
     one_count_task_per_core,
 )
 from shoal.spark.executor import SparkExecutor, spark_job
-from shoal.spark.frames import arrow_batches, batch_rows, evaluated_once, plain, quoted, sample_records
+from shoal.spark.frames import arrow_batches, evaluated_once, plain, quoted, sample_records
 from shoal.spark.global_keys import (
     KEY_FILES_SCHEMA,
     key_pass_schema,
@@ -107,20 +108,14 @@ from shoal.spark.global_keys import (
 )
 from shoal.spark.keying import BucketLayout, KeySpec
 from shoal.spark.options import open_or_create, parse_options
-from shoal.spark.packing import (
-    PACKED_SCHEMA,
-    PIECE_COLUMN,
-    ROUTE_COLUMN,
-    VALUE_COLUMN,
-    piece_bytes,
-)
+from shoal.spark.packing import INDEX_SCHEMA, PACKED_DIR_NAME, runs_by_task
 from shoal.spark.routing import bucket_route_plan, pack_task, route_plan
+from shoal.spark.scratch import scratch_dir
 from shoal.spark.task_layout import (
     bucket_weight,
     pack_with_targets,
-    route_keys,
-    routes_before_targets,
     stray_targets,
+    write_order,
     write_task_count,
 )
 from shoal.spark.write_tasks import RESULT_SCHEMA, BucketTaskSpec, stray_spec, write_task
@@ -245,8 +240,8 @@ class _Planned:
     avg_record_size: int
     # Per bucket: whether it takes records or soft deletes (not hard deletes alone).
     ordered_entries: tuple[bool, ...]
-    # The route pass's broadcast, from the route value of every bucket.
-    route_plan: Callable[[list[int]], Any]
+    # The route pass's broadcast (a record's route value is its bucket's number).
+    route_plan: Callable[[], Any]
     # Records the route pass sends to the write tasks in all.
     routed: int
     # The partitions the records fall in (a replace commit replaces their file groups).
@@ -445,7 +440,7 @@ class SparkWrite:
                 assignment,
                 assigner.avg_record_size,
                 ordered_entries,
-                lambda values: route_plan(tag_context, corrections, assignment, values),
+                lambda: route_plan(tag_context, corrections, assignment),
                 profile.routed(assignment),
                 profile.partitions(),
                 # Only the bloom index's footer tags can be false positives.
@@ -456,7 +451,7 @@ class SparkWrite:
             assignment,
             assigner.avg_record_size,
             ordered_entries,
-            lambda values: bucket_route_plan(assignment, values),
+            lambda: bucket_route_plan(assignment),
             bucketed.routed(assignment),
             profile.partitions(),
             bucketed=True,
@@ -489,11 +484,10 @@ class SparkWrite:
             num_tasks = write_task_count(weights, self.spark.sparkContext.defaultParallelism)
             targets = stray_targets(assignment, specs, weights, num_tasks) if strays_possible else [None] * n
             task_of, num_tasks = pack_with_targets(weights, targets, num_tasks)
-            route_values = routes_before_targets(route_keys(task_of, num_tasks), targets)
             stats: list[WriteStat] = []
             received = 0
             if n:
-                plan = self._broadcast(planned.route_plan(route_values))
+                plan = self._broadcast(planned.route_plan())
                 combine = writer.combine(op)
                 # The local writer plans a bulk insert with the bucket index as an upsert: records
                 # stay in input order.
@@ -507,7 +501,6 @@ class SparkWrite:
                 ordered = combine or (op in WRITES_NEW_FILE_GROUPS and not sort_by_key)
                 task = BucketTaskSpec(
                     specs=specs,
-                    route_values=tuple(route_values),
                     operation=op,
                     table_properties=spec.table_properties,
                     ordering_field=config.precombine_field,
@@ -520,30 +513,11 @@ class SparkWrite:
                     else (),
                     stray_targets=tuple(targets) if strays_possible else (),
                 )
-                pieces_of = piece_bytes(batch_rows(source.schema))
-                packed = source.mapInArrow(
-                    functools.partial(pack_task, spec, task, plan, ordered, pieces_of), PACKED_SCHEMA
-                )
-                # A task of several buckets gets them one after the other, and unpacks one at a
-                # time; each packed value's pieces in order.
-                shuffled = packed.repartition(num_tasks, ROUTE_COLUMN).sortWithinPartitions(
-                    ROUTE_COLUMN, VALUE_COLUMN, PIECE_COLUMN
-                )
-                written = shuffled.mapInArrow(
-                    functools.partial(write_task, task, self.after_task_write), RESULT_SCHEMA
-                )
-                with (
-                    arrow_batches(self.spark, source.schema),
-                    spark_job(self.spark.sparkContext, f"shoal {op.value.lower()}: write {n} file groups"),
-                ):
-                    results = [json.loads(r[0]) for r in written.collect()]
-                for result in results:
-                    received += result["received"]
-                    stats += [WriteStat.from_dict(s) for s in result["stats"]]
+                stats, received = self._route_and_write(source, spec, task, plan, ordered, task_of, targets)
         except BaseException:
             writer.abandon(write)
             raise
-        t = self._phase("write", t)
+        t = self._phase("route_and_write", t)
         if received != planned.routed:
             writer.abandon(write)
             raise InvalidArgumentError(
@@ -555,6 +529,44 @@ class SparkWrite:
         result = writer.commit(write, stats, data_schema, replaced)
         self._phase("commit", t)
         return result
+
+    def _route_and_write(
+        self,
+        source: DataFrame,
+        spec: KeySpec,
+        task: BucketTaskSpec,
+        plan: Any,
+        ordered: bool,
+        task_of: list[int],
+        targets: Sequence[int | None],
+    ) -> tuple[list[WriteStat], int]:
+        """The route pass packs the records of every bucket into files of the write's scratch
+        directory (``shoal.spark.packing``); one write task per planned task reads its
+        buckets' runs and writes them. Returns the tasks' write stats and the records they
+        received."""
+        op, storage, sc = self.operation, self.table.storage, self.spark.sparkContext
+        directory = scratch_dir(storage, PACKED_DIR_NAME)
+        try:
+            route = functools.partial(pack_task, spec, task, plan, ordered, directory)
+            started = time.perf_counter()
+            with (
+                arrow_batches(self.spark, source.schema),
+                spark_job(sc, f"shoal {op.value.lower()}: route"),
+            ):
+                index = source.mapInArrow(route, INDEX_SCHEMA).toArrow()
+            self.timings["route"] = time.perf_counter() - started
+            layout = runs_by_task(index, task_of, write_order(targets))
+            runs = self._broadcast(layout)
+            tasks = self.spark.range(0, len(layout), 1, max(1, len(layout)))
+            written = tasks.mapInArrow(
+                functools.partial(write_task, task, runs, self.after_task_write), RESULT_SCHEMA
+            )
+            with spark_job(sc, f"shoal {op.value.lower()}: write {len(task.specs)} file groups"):
+                results = [json.loads(r[0]) for r in written.collect()]
+        finally:
+            storage.delete_dir(directory)
+        stats = [WriteStat.from_dict(s) for result in results for s in result["stats"]]
+        return stats, sum(result["received"] for result in results)
 
     def _key_spec(
         self, df: DataFrame, timeline: Timeline, bucket_index: BucketIndex | None

@@ -1,6 +1,6 @@
-"""The write tasks of a Spark write: each unpacks one bucket's records at a time, deduplicates
-them and runs the local writer's task for the bucket's spec; a merge-on-read log append writes
-the bloom false positives it finds to a base file.
+"""The write tasks of a Spark write: each reads and unpacks one bucket's records at a time
+(``shoal.spark.packing``), deduplicates them and runs the local writer's task for the bucket's
+spec; a merge-on-read log append writes the bloom false positives it finds to a base file.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import json
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,17 +18,12 @@ import pyarrow.parquet as pq
 from shoal import _native
 from shoal.arrays import contiguous
 from shoal.config.table_config import MergeOrdering
-from shoal.errors import InvalidArgumentError
 from shoal.fs.naming import new_file_id
 from shoal.fs.storage import Storage
 from shoal.index.membership import held_by
 from shoal.services.compaction import base_file_options
 from shoal.spark.executor import name_attempt
-from shoal.spark.packing import (
-    SEQ_COLUMN,
-    packed_values,
-    unpack,
-)
+from shoal.spark.packing import SEQ_COLUMN, PackedReader, TaskRuns, unpack
 from shoal.tasks.cow_write import OP_COLUMN, OP_UPSERT, CowWriteSpec
 from shoal.tasks.mor_append import LogAppendSpec
 from shoal.timeline.commit_metadata import NULL_COMMIT, WriteStat
@@ -46,11 +42,10 @@ RESULT_SCHEMA = "result string"
 
 @dataclass(frozen=True)
 class BucketTaskSpec:
-    """What the write tasks need: each bucket's task spec, the route value of every bucket (a
-    task tells its buckets' rows apart by it), and how to key and finish the records."""
+    """What the write tasks need: each bucket's task spec, and how to key and finish the
+    records."""
 
     specs: tuple[CowWriteSpec | LogAppendSpec, ...]
-    route_values: tuple[int, ...]
     operation: Operation
     table_properties: dict[str, str]
     ordering_field: str | None
@@ -68,28 +63,29 @@ class BucketTaskSpec:
 
 def write_task(
     task: BucketTaskSpec,
+    broadcast: Any,
     after_write: Callable[[CowWriteSpec | LogAppendSpec, WriteStat], None] | None,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    """Writes the buckets whose packed records (``shoal.spark.packing``) reach this task,
-    sorted by route value: each bucket once all its records are in, so the task unpacks one
-    bucket's records at a time."""
-    writer = _TaskWriter(task, after_write)
-    pending: list[pa.Buffer] = []
-    current: int | None = None
-    for route, value in packed_values(batches):
-        if route != current:
-            if pending:
-                yield writer.bucket(current, pending)
-            pending, current = [], route
-        pending.append(value)
-    if pending:
-        yield writer.bucket(current, pending)
-    yield from writer.leftover_strays()
+    """Writes the buckets of the write tasks whose numbers ``batches`` hold (``spark.range``,
+    one per Spark task): each bucket's packed runs (``broadcast``: a ``TaskRuns`` per write
+    task) are read and written one bucket at a time, in the order the driver laid out."""
+    layout: list[TaskRuns] = broadcast.value
+    storage = Storage(task.specs[0].base_uri)
+    for batch in batches:
+        for number in batch.column(0).to_pylist():
+            writer = _TaskWriter(task, after_write)
+            reader = PackedReader(storage)
+            try:
+                for bucket, runs in layout[number]:
+                    yield writer.bucket(bucket, [reader.read(run) for run in runs])
+            finally:
+                reader.close()
+            yield from writer.leftover_strays()
 
 
 class _TaskWriter:
-    """The buckets of one write task, written in route order. A log append's bloom false
+    """The buckets of one write task, written in the driver's order. A log append's bloom false
     positives go to its stray target when that comes later in the task, else to a file group
     of their own."""
 
@@ -100,18 +96,14 @@ class _TaskWriter:
     ) -> None:
         self.task = task
         self.after_write = after_write
-        self.bucket_of = {v: b for b, v in enumerate(task.route_values)}
         self.written: set[int] = set()
         # Per target bucket: (log bucket, records) waiting for it.
         self.carried: dict[int, list[tuple[int, pa.Table]]] = defaultdict(list)
 
-    def bucket(self, route: int | None, payloads: list[pa.Buffer]) -> pa.RecordBatch:
+    def bucket(self, bucket: int, payloads: list[pa.Buffer]) -> pa.RecordBatch:
         """Writes one bucket's records (all of them, keyed by the route pass) and returns its
         result row."""
         task = self.task
-        bucket = self.bucket_of.get(route) if route is not None else None
-        if bucket is None:
-            raise InvalidArgumentError(f"rows with the unknown route value {route} reached a write task")
         self.written.add(bucket)
         data = unpack(payloads)
         seq = data.column(SEQ_COLUMN) if SEQ_COLUMN in data.column_names else None
