@@ -142,7 +142,7 @@ def test_same_sequence_local_and_spark_give_the_same_table(spark, tmp_path, tabl
         options = _table_options("sparkt", table_type) if step == 0 else {}
         df = spark.createDataFrame(data)
         if step % 2:
-            # More input partitions than cores (the count pass coalesces them into fewer tasks),
+            # More input partitions than cores (each route task packs a file of its own),
             # rows still in batch order: ties on the ordering value go to the later record.
             order = pa.array(range(data.num_rows), pa.int64())
             df = (

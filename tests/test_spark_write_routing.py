@@ -181,9 +181,9 @@ def test_limited_input_is_evaluated_once(spark, tmp_path):
     assert all(r["p"] == f"p{r['v'] % 4}" and r["id"] == f"k{r['v']:05d}" for r in rows)
 
 
-def test_an_input_that_changes_between_evaluations_is_not_committed(spark, tmp_path):
-    """A UDF Spark takes for deterministic that returns other keys the second time: the write
-    fails with a typed error before its commit, and the next write rolls it back."""
+def _changing_keys(spark, tmp_path):
+    """A table of keys a, b, c, and an input whose UDF (taken for deterministic) returns its key
+    the first time it is evaluated, other keys after that."""
     from pyspark.sql import functions as F
 
     from shoal.spark.write import write as spark_write
@@ -194,7 +194,6 @@ def test_an_input_that_changes_between_evaluations_is_not_committed(spark, tmp_p
     flag = tmp_path / "evaluated"
 
     def key(value):
-        # The count pass sees the keys as they are, later evaluations new ones.
         if flag.exists():
             return value + "-changed"
         flag.touch()
@@ -206,9 +205,30 @@ def test_an_input_that_changes_between_evaluations_is_not_committed(spark, tmp_p
         .repartition(1)
         .withColumn("id", changing("id"))
     )
+    return path, df
+
+
+def test_an_input_is_evaluated_once_without_a_global_index(spark, tmp_path):
+    """The route pass is the write's one pass over its input: an input that would give other
+    rows when evaluated again is written as that one evaluation gave it."""
+    from shoal.spark.write import write as spark_write
+
+    path, df = _changing_keys(spark, tmp_path)
+    spark_write(df, path, "upsert")
+    rows = rows_by(hudi_rs_read(path), ["id", "v"], ["id"])
+    assert rows == [{"id": "a", "v": 10}, {"id": "b", "v": 2}, {"id": "c", "v": 3}]
+
+
+def test_an_input_that_changes_between_evaluations_is_not_committed(spark, tmp_path):
+    """A global index write evaluates its input twice (the key pass, then the route pass): an
+    input that changes between the two fails the write with a typed error before its commit,
+    and the next write rolls it back."""
+    from shoal.spark.write import write as spark_write
+
+    path, df = _changing_keys(spark, tmp_path)
     before = shoal.Table(path).latest_instant()
     with pytest.raises(InvalidArgumentError, match="changed between its two evaluations"):
-        spark_write(df, path, "upsert")
+        spark_write(df, path, "upsert", **{"hoodie.index.type": "GLOBAL_BLOOM"})
     assert shoal.Table(path).latest_instant() == before
     spark_write(spark.createDataFrame(pa.table({"id": ["d"], "v": [4]})), path, "upsert")
     rows = rows_by(hudi_rs_read(path), ["id", "v"], ["id"])
@@ -229,17 +249,6 @@ def test_bulk_insert_keeps_the_input_order_when_the_sort_mode_says_so(spark, tmp
         )
         (base,) = [p for p in Path(path).rglob("*.parquet") if ".hoodie" not in p.parts]
         assert pq.read_table(base, columns=["id"]).column("id").to_pylist() == expected
-
-
-def test_count_pass_runs_at_most_one_task_per_core(spark):
-    from shoal.spark.counting import one_count_task_per_core
-
-    cores = spark.sparkContext.defaultParallelism
-    many = spark.range(100).repartition(cores * 3)
-    assert one_count_task_per_core(many, spark).rdd.getNumPartitions() == cores
-    few = spark.range(100).repartition(1)
-    assert one_count_task_per_core(few, spark).rdd.getNumPartitions() == 1
-    assert sorted(r.id for r in one_count_task_per_core(many, spark).collect()) == list(range(100))
 
 
 def test_log_append_tasks_split_off_keys_their_base_file_does_not_hold(tmp_path):

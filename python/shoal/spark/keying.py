@@ -21,7 +21,7 @@ _KEYGENS: dict[tuple[tuple[str, str], ...], KeyGenerator] = {}
 
 @dataclass(frozen=True)
 class KeySpec:
-    """What the count and route passes need to key and tag records, as plain data."""
+    """What the key and route passes need to key and tag records, as plain data."""
 
     base_uri: str
     operation: Operation
@@ -32,9 +32,8 @@ class KeySpec:
     columns: tuple[str, ...]
     # Key columns of the table schema, to reconcile the key columns as the write task will.
     key_schema: pa.Schema | None
-    # Whether to tag (an index lookup is needed), and the token of this write's broadcasts.
+    # Whether to tag (an index lookup is needed).
     tag: bool
-    write_token: str
     # With hoodie.index.type=BUCKET: how the tasks compute a key's bucket (then ``tag`` is false).
     buckets: BucketLayout | None = None
     # With a global index: the driver deduplicates and tags the keys (``shoal.spark.global_keys``;
@@ -62,12 +61,6 @@ def keyed_table(spec: KeySpec, data: pa.Table) -> pa.Table:
     keyed = add_keys(data, task_keygen(spec.table_properties))
     validate_keys(keyed.column(RECORD_KEY))
     return keyed
-
-
-def keyed_columns(spec: KeySpec, data: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
-    """Record keys (validated), partition paths and operations of the key columns ``data``, as
-    the write task will compute them from the whole records."""
-    return key_columns_of(spec, keyed_table(spec, data))
 
 
 def key_columns_of(spec: KeySpec, keyed: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:

@@ -113,3 +113,28 @@ class KeyMap:
         same = pc.equal(probe.take(pa.array(candidates)), self.keys.take(at))
         keep = same.to_numpy(zero_copy_only=False)
         return candidates[keep], self.values.take(at.filter(same))
+
+
+# Insert slots per partition: the route pass packs a partition's new records by the top bits of
+# their key hash, before the driver knows how many insert buckets the partition gets.
+SLOT_BITS = 5
+
+
+def insert_slots(hashes: np.ndarray) -> np.ndarray:
+    """The insert slot (``< 2**SLOT_BITS``) of each key hash: a contiguous range of hashes."""
+    return (hashes >> np.uint64(64 - SLOT_BITS)).astype(np.int32)
+
+
+def insert_positions(hashes: np.ndarray, total: int) -> np.ndarray:
+    """Each key hash's position in ``[0, total)``, non-decreasing in the hash, so a partition's
+    new records spread over its insert buckets by cumulative count (Hudi's ``UpsertPartitioner``
+    weighting) and each insert slot covers one range of positions."""
+    return ((hashes >> np.uint64(32)) * np.uint64(total)) >> np.uint64(32)
+
+
+def slot_positions(slot: int, total: int) -> tuple[int, int]:
+    """The first and last position (:func:`insert_positions`) a hash of insert ``slot`` can have."""
+    shift = 32 - SLOT_BITS
+    first = np.array([slot << (32 + shift), (((slot + 1) << shift) - 1) << 32], dtype=np.uint64)
+    low, high = insert_positions(first, total).tolist()
+    return int(low), int(high)

@@ -30,7 +30,9 @@ import pyarrow as pa
 
 from shoal.errors import CorruptDataError, InvalidArgumentError
 from shoal.fs.storage import Storage
+from shoal.spark.keys import insert_positions, key_hash
 from shoal.write.gather import column_identity, take_rows
+from shoal.write.prepare import RECORD_KEY
 
 # The input position of a record in its route pass task (what Spark's monotonically_increasing_id
 # would give it), carried in the packed records when deduplication needs the input order.
@@ -96,35 +98,47 @@ class PackedWriter:
 
 @dataclass(frozen=True)
 class Run:
-    """A byte range of a packed file: one IPC stream of records."""
+    """A byte range of a packed file: one IPC stream of records. ``keep``: (start, end, total)
+    when only the records whose insert position (``shoal.spark.keys.insert_positions`` of their
+    key hash, out of ``total``) falls in ``[start, end)`` belong to the bucket reading it."""
 
     file: str
     offset: int
     length: int
+    keep: tuple[int, int, int] | None = None
 
 
 # Per write task: its buckets in the order it writes them, each with its runs in input order.
 TaskRuns = list[tuple[int, list[Run]]]
 
 
-def runs_by_task(index: pa.Table, task_of: Sequence[int], write_order: Sequence[int]) -> list[TaskRuns]:
-    """The runs the route pass indexed (its route values are bucket numbers), laid out on the
-    write tasks: each bucket's in task ``task_of[bucket]``, the buckets of a task in the order
-    of ``write_order``, the runs of a bucket in input order (input partition, then offset).
+def planned_runs(index: pa.Table) -> list[tuple[int, int, Run]]:
+    """(bucket, input partition, run) of each run of a route pass whose route values are bucket
+    numbers."""
+    columns = [index.column(c).to_pylist() for c in ("route", "part", "file", "offset", "length")]
+    return [(route, part, Run(f, o, n)) for route, part, f, o, n in zip(*columns, strict=True)]
+
+
+def runs_by_task(
+    runs: Sequence[tuple[int, int, Run]], task_of: Sequence[int], write_order: Sequence[int]
+) -> list[TaskRuns]:
+    """``runs`` (bucket, input partition, run) laid out on the write tasks: each bucket's in task
+    ``task_of[bucket]``, the buckets of a task in the order of ``write_order``, the runs of a
+    bucket in input order (input partition, then offset).
 
     Raises:
         InvalidArgumentError: a run names no planned bucket.
     """
     rank = {b: i for i, b in enumerate(write_order)}
     by_bucket: dict[int, list[tuple[int, int, Run]]] = defaultdict(list)
-    columns = [index.column(c).to_pylist() for c in ("route", "part", "file", "offset", "length")]
-    for route, part, file, offset, length in zip(*columns, strict=True):
-        if not 0 <= route < len(task_of):
-            raise InvalidArgumentError(f"the route pass sent records with the unknown route value {route}")
-        by_bucket[route].append((part, offset, Run(file, offset, length)))
+    for bucket, part, run in runs:
+        if not 0 <= bucket < len(task_of):
+            raise InvalidArgumentError(f"the route pass sent records with the unknown route value {bucket}")
+        by_bucket[bucket].append((part, run.offset, run))
     tasks: list[TaskRuns] = [[] for _ in range(max(task_of, default=-1) + 1)]
     for bucket in sorted(by_bucket, key=lambda b: rank[b]):
-        tasks[task_of[bucket]].append((bucket, [run for _, _, run in sorted(by_bucket[bucket])]))
+        ordered = sorted(by_bucket[bucket], key=lambda r: (r[0], r[1]))
+        tasks[task_of[bucket]].append((bucket, [run for _, _, run in ordered]))
     return tasks
 
 
@@ -151,6 +165,15 @@ class PackedReader:
                 f"the packed file {run.file} ends within its run at {run.offset} ({run.length} bytes)"
             )
         return data
+
+    def records(self, run: Run) -> pa.Table:
+        """The records of ``run`` that belong to the bucket reading it."""
+        records = unpack([self.read(run)])
+        if run.keep is None:
+            return records
+        start, end, total = run.keep
+        positions = insert_positions(key_hash(records.column(RECORD_KEY)), total)
+        return records.filter(pa.array((positions >= start) & (positions < end)))
 
     def close(self) -> None:
         for f in self._files.values():

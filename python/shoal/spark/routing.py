@@ -1,13 +1,25 @@
-"""The route pass of a Spark write (``mapInArrow`` over whole records): gives every record the
-route value of its bucket's write task, by the tags the count pass counted (or, with the bucket
-index, the key's bucket; with a global index, the driver's plan by key) and packs them by route
-(``shoal.spark.packing``).
+"""The route pass of a Spark write (``mapInArrow`` over whole records): keys every record as the
+write task would, and packs the records (``shoal.spark.packing``) by where they go.
+
+Without a global index the route pass is the write's only pass over its input, and it runs
+before the driver plans: each record's *provisional route* is what the driver's plan will turn
+into a bucket. A record of a file group goes by (partition, file id): the bloom or simple index
+tags it (``BloomIndex.footer_tags``, and the files' key columns read for
+keys several footers admit); with the bucket index by (partition, bucket number); a new key by
+(partition, insert slot), a range of its key hash (``shoal.spark.keys``). The task returns its
+runs and its record counts per provisional route and operation; the driver assigns buckets
+from those counts (the workload profile) and lays the runs out on write tasks
+(:func:`laid_out_runs`). A slot whose hashes spread over several insert buckets goes to each,
+with the range of positions each keeps.
+
+With a global index the driver plans by key first (``shoal.spark.global_keys``), and the route
+pass sends every record to its key's destinations, whose route values are bucket numbers.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,265 +28,298 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
 
-from shoal.errors import InvalidArgumentError
 from shoal.fs.storage import Storage
+from shoal.fs.view import FileSlice
+from shoal.index.bloom import BloomIndex
 from shoal.index.bucket import bucket_ids, bucket_of_file
-from shoal.spark.counting import TagContext, replaced_at, task_index
+from shoal.spark.counting import TagContext, task_index
 from shoal.spark.global_keys import GlobalRoutePlan
 from shoal.spark.keying import KeySpec, chunked, task_keygen
-from shoal.spark.keys import KeyMap, key_hash
-from shoal.spark.packing import SEQ_COLUMN, PackedWriter
-from shoal.spark.write_tasks import BucketTaskSpec
+from shoal.spark.keys import insert_slots, key_hash, slot_positions
+from shoal.spark.packing import SEQ_COLUMN, PackedWriter, Run
 from shoal.tasks.cow_write import OP_COLUMN, OP_UPSERT
 from shoal.write.assigner import Assignment
 from shoal.write.prepare import PARTITION_PATH, RECORD_KEY
-from shoal.write.schema import (
-    normalize_types,
-    strip_meta_columns,
-)
-from shoal.write.writer import (
-    group_rows,
-    key_records,
-)
+from shoal.write.schema import normalize_types, strip_meta_columns
+from shoal.write.writer import Operation, group_rows, key_records
 
 # Records the route pass packs at once: the fewer, larger runs, the fewer reads a write task
-# makes; the bytes bound the memory a chunk takes.
-PACK_CHUNK_ROWS = 200_000
+# makes; a candidate file's key column is read once per chunk; the bytes bound its memory.
+PACK_CHUNK_ROWS = 500_000
 
-PACK_CHUNK_BYTES = 64 * 1024 * 1024
+PACK_CHUNK_BYTES = 128 * 1024 * 1024
+
+# The route pass's rows. A run row (offset and length set) names a run of a packed file by its
+# route value; a count row (offset null) gives the records of one provisional route (partition,
+# then file id, insert slot or bucket number) and operation that the task's runs of that route
+# value in that file hold.
+PASS_SCHEMA = (
+    "route int, part int, file string, offset long, length long, "
+    "partition string, file_id string, slot int, bucket int, op tinyint, n long"
+)
+_PASS_FIELDS = [
+    ("partition", pa.string()),
+    ("file_id", pa.string()),
+    ("slot", pa.int32()),
+    ("bucket", pa.int32()),
+    ("op", pa.int8()),
+    ("n", pa.int64()),
+]
+# How many operations there are (OP_UPSERT, OP_SOFT_DELETE, OP_HARD_DELETE).
+_OPS = 3
+
+# A provisional route: (partition, file id or None, insert slot or -1, bucket number or -1).
+Provisional = tuple[str, str | None, int, int]
 
 
 @dataclass(frozen=True)
-class RoutePlan:
-    """Broadcast to the route pass: the keys whose tags the count pass corrected (by
-    partition: keys and file ids, null for a new key), the bucket of each file group by
-    partition, and each partition's insert buckets (cumulative record counts and buckets).
-    A record's route value is its bucket's number in the assignment."""
+class RecordKeying:
+    """How the route pass keys whole records, as the write task will."""
 
-    tags: TagContext | None
-    corrections: dict[str, tuple[pa.Array, pa.Array]]
-    updates: dict[str, dict[str, int]]
-    inserts: dict[str, tuple[tuple[int, ...], tuple[int, ...]]]
+    operation: Operation
+    table_properties: dict[str, str]
+    ordering_field: str | None
+    table_schema: pa.Schema | None
+    fill_missing: bool
 
-
-@dataclass(frozen=True)
-class BucketRoutePlan:
-    """Broadcast to the route pass of a bucket index write: per partition, the bucket index's
-    bucket numbers (ascending) that take records and the assignment's buckets (route values)
-    of their file groups."""
-
-    routes: dict[str, tuple[np.ndarray, np.ndarray]]
-
-
-def route_plan(
-    tags: TagContext | None,
-    corrections: dict[str, tuple[pa.Array, pa.Array]],
-    assignment: Assignment,
-) -> RoutePlan:
-    """Where the route pass sends rows: tagged rows to their file group's bucket; the rest of a
-    partition over its insert buckets by ``key_hash(key) % inserts`` against the buckets'
-    cumulative counts (Hudi's UpsertPartitioner weighting). Deletes of new keys go where an
-    insert of the same key would, so deduplication sees both; rows of partitions without
-    inserts that match nothing are dropped."""
-    updates: dict[str, dict[str, int]] = defaultdict(dict)
-    for b, bucket in enumerate(assignment.buckets):
-        # Tags name existing file groups only; a new bucket's fresh file id matches no row.
-        updates[bucket.partition_path][bucket.file_id] = b
-    inserts = {}
-    for partition, plan in assignment.insert_plan.items():
-        if plan:
-            cumulative = np.cumsum([count for _, count in plan]).tolist()
-            inserts[partition] = (tuple(int(c) for c in cumulative), tuple(b for b, _ in plan))
-    return RoutePlan(tags, corrections, dict(updates), inserts)
-
-
-def bucket_route_plan(assignment: Assignment) -> BucketRoutePlan:
-    """Where the route pass of a bucket index write sends rows: to the task of their
-    (partition, bucket number), existing file group or new; rows of other buckets (deletes of
-    keys no file group holds) are dropped."""
-    by_partition: dict[str, dict[int, int]] = defaultdict(dict)
-    for b, bucket in enumerate(assignment.buckets):
-        number = bucket_of_file(bucket.file_id)
-        assert number is not None, bucket.file_id  # the bucket index names every file group
-        by_partition[bucket.partition_path][number] = b
-    routes = {}
-    for partition, values in by_partition.items():
-        numbers = sorted(values)
-        routes[partition] = (
-            np.asarray(numbers, dtype=np.int64),
-            np.asarray([values[k] for k in numbers], dtype=np.int32),
+    def key(self, chunk: pa.Table) -> pa.Table:
+        return key_records(
+            normalize_types(strip_meta_columns(chunk)),
+            self.operation,
+            task_keygen(self.table_properties),
+            self.ordering_field,
+            self.table_schema,
+            self.fill_missing,
         )
-    return BucketRoutePlan(routes)
 
 
-_CORRECTIONS: dict[str, dict[str, KeyMap]] = {}
-
-
-def pack_task(
+def route_task(
     spec: KeySpec,
-    task: BucketTaskSpec,
+    keying: RecordKeying,
     broadcast: Any,
     ordered: bool,
     directory: str,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    """The route pass over whole records (``mapInArrow``): keys them as the write task would
-    (``key_records``), gives each its route value (``_routes``) and writes, per chunk of
-    input and route, the chunk's records of that route as one run of this attempt's packed
-    file in ``directory`` (``shoal.spark.packing``); yields the file's index rows.
-    ``ordered``: each record carries its input position (``SEQ_COLUMN``, the value
-    ``monotonically_increasing_id`` would give it), which deduplication needs once records of
-    several input partitions meet."""
-    keygen = task_keygen(task.table_properties)
+    """The route pass over one input partition (``mapInArrow``): keys its records, routes them
+    (provisionally, or with a global index by the driver's plan in ``broadcast``) and writes,
+    per chunk of input and route, the chunk's records of that route as one run of this
+    attempt's packed file in ``directory``; yields the file's run rows and, for provisional
+    routes, its count rows (``PASS_SCHEMA``). ``ordered``: each record carries its input
+    position (``SEQ_COLUMN``, the value ``monotonically_increasing_id`` would give it), which
+    deduplication needs once records of several input partitions meet."""
     context = TaskContext.get()
     partition = context.partitionId() if context is not None else 0
     attempt = context.taskAttemptId() if context is not None else 0
     position = (partition << 33) if ordered else 0
-    packed = PackedWriter(Storage(spec.base_uri), f"{directory}/{partition}-{attempt}.arrow", partition)
+    path = f"{directory}/{partition}-{attempt}.arrow"
+    packed = PackedWriter(Storage(spec.base_uri), path, partition)
+    routes = None if spec.global_keys else _ProvisionalRoutes(spec, broadcast.value)
     try:
         for chunk in chunked(batches, PACK_CHUNK_ROWS, PACK_CHUNK_BYTES):
-            records = key_records(
-                normalize_types(strip_meta_columns(chunk)),
-                task.operation,
-                keygen,
-                task.ordering_field,
-                task.table_schema,
-                task.fill_missing,
-            )
+            records = keying.key(chunk)
             if ordered:
                 seq = np.arange(position, position + records.num_rows, dtype=np.int64)
                 records = records.append_column(SEQ_COLUMN, pa.array(seq))
                 position += records.num_rows
-            if spec.global_keys:
+            if routes is None:
                 plan: GlobalRoutePlan = broadcast.value
-                records, routes = plan.expand(records)
+                records, values = plan.expand(records)
             else:
-                routes = _routes(
-                    spec,
-                    broadcast,
-                    records.column(RECORD_KEY).combine_chunks(),
-                    records.column(PARTITION_PATH).combine_chunks(),
-                    records.column(OP_COLUMN).combine_chunks(),
-                )
-            packed.write(records, routes)
+                values = routes.of(records)
+            packed.write(records, values)
     finally:
         index = packed.close()
-    yield index
+    yield _with_pass_columns(index)
+    if routes is not None:
+        yield routes.count_rows(path, partition)
 
 
-def _routes(spec: KeySpec, broadcast: Any, keys: pa.Array, partitions: pa.Array, ops: pa.Array) -> pa.Array:
-    """The route value of every keyed record: null for rows to drop (deletes of keys nobody
-    holds, in partitions without inserts). Tags are the footer tags with the count pass's
-    corrections: no file is read."""
-    if spec.buckets is not None:
-        return route_buckets(
-            bucket_ids(keys, spec.buckets.hash_fields, spec.buckets.num_buckets),
-            partitions,
-            ops,
-            broadcast.value,
+def _with_pass_columns(index: pa.RecordBatch) -> pa.RecordBatch:
+    columns = list(index.columns) + [pa.nulls(index.num_rows, t) for _, t in _PASS_FIELDS]
+    return pa.RecordBatch.from_arrays(columns, names=[*index.schema.names, *(n for n, _ in _PASS_FIELDS)])
+
+
+class _ProvisionalRoutes:
+    """A route task's provisional routes (numbered as they appear) and its record counts."""
+
+    def __init__(self, spec: KeySpec, tags: TagContext | None) -> None:
+        self.spec = spec
+        self.slices: Mapping[str, list[FileSlice]] = tags.slices if tags is not None else {}
+        self.index: BloomIndex | None = task_index(spec) if tags is not None else None
+        self.routes: dict[Provisional, int] = {}
+        self.counts = np.zeros(0, dtype=np.int64)
+
+    def _numbered(self, routes: list[Provisional]) -> np.ndarray:
+        return np.asarray([self.routes.setdefault(r, len(self.routes)) for r in routes], dtype=np.int32)
+
+    def of(self, records: pa.Table) -> pa.Array:
+        """The route value of every keyed record; counts them."""
+        keys = records.column(RECORD_KEY).combine_chunks()
+        groups = group_rows(records.column(PARTITION_PATH))
+        values = np.zeros(len(keys), dtype=np.int32)
+        layout = self.spec.buckets
+        if layout is not None:
+            numbers = bucket_ids(keys, layout.hash_fields, layout.num_buckets)
+            for partition, rows in groups:
+                at = rows.to_numpy(zero_copy_only=False)
+                distinct, inverse = np.unique(numbers[at], return_inverse=True)
+                values[at] = self._numbered([(partition, None, -1, int(b)) for b in distinct])[inverse]
+        else:
+            for partition, rows, tags in self._tagged(keys, groups):
+                at = rows.to_numpy(zero_copy_only=False)
+                found = pc.is_valid(tags).to_numpy(zero_copy_only=False)
+                if found.any():
+                    files = pc.dictionary_encode(tags.filter(pa.array(found)))
+                    numbered = self._numbered([(partition, f, -1, -1) for f in files.dictionary.to_pylist()])
+                    values[at[found]] = numbered[files.indices.to_numpy(zero_copy_only=False)]
+                if not found.all():
+                    new = at[~found]
+                    slots = insert_slots(key_hash(keys.take(pa.array(new))))
+                    distinct, inverse = np.unique(slots, return_inverse=True)
+                    values[new] = self._numbered([(partition, None, int(s), -1) for s in distinct])[inverse]
+        ops = records.column(OP_COLUMN).combine_chunks().to_numpy(zero_copy_only=False).astype(np.int64)
+        counted = np.bincount(values.astype(np.int64) * _OPS + ops, minlength=_OPS * len(self.routes))
+        self.counts = np.concatenate([self.counts, np.zeros(len(counted) - len(self.counts), np.int64)])
+        self.counts += counted
+        return pa.array(values)
+
+    def _tagged(
+        self, keys: pa.Array, groups: list[tuple[str, pa.Array]]
+    ) -> list[tuple[str, pa.Array, pa.Array]]:
+        """Per partition (name, rows, file ids: null for a key no file holds)."""
+        if self.index is None:
+            return [(p, rows, pa.nulls(len(rows), pa.string())) for p, rows in groups]
+        return confirmed_tags(self.index, self.slices, keys, groups)
+
+    def count_rows(self, path: str, part: int) -> pa.RecordBatch:
+        """The count rows (``PASS_SCHEMA``) of the records routed so far."""
+        by_value = {v: r for r, v in self.routes.items()}
+        nonzero = np.flatnonzero(self.counts)
+        routes = [by_value[int(i) // _OPS] for i in nonzero]
+        n = len(nonzero)
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array(nonzero // _OPS, pa.int32()),
+                pa.array([part] * n, pa.int32()),
+                pa.array([path] * n, pa.string()),
+                pa.nulls(n, pa.int64()),
+                pa.nulls(n, pa.int64()),
+                pa.array([r[0] for r in routes], pa.string()),
+                pa.array([r[1] for r in routes], pa.string()),
+                pa.array([r[2] for r in routes], pa.int32()),
+                pa.array([r[3] for r in routes], pa.int32()),
+                pa.array(nonzero % _OPS, pa.int8()),
+                pa.array(self.counts[nonzero], pa.int64()),
+            ],
+            names=["route", "part", "file", "offset", "length", *(name for name, _ in _PASS_FIELDS)],
         )
-    plan: RoutePlan = broadcast.value
-    groups = group_rows(partitions)
-    hashes = key_hash(keys)
-    if plan.tags is None:
-        tagged = [(p, rows, pa.nulls(len(rows), pa.string())) for p, rows in groups]
-    else:
-        index = task_index(spec)
-        assert index is not None
-        per_partition = [keys.take(rows) for _, rows in groups]
-        footer = index.footer_tags(
-            [(k, plan.tags.slices.get(p, [])) for k, (p, _) in zip(per_partition, groups, strict=True)]
-        )
-        corrections = _correction_maps(spec.write_token, plan)
-        tagged = []
-        for (partition, rows), k, (tags, _) in zip(groups, per_partition, footer, strict=True):
-            tags = tags.cast(pa.string())
-            fixes = corrections.get(partition)
-            if fixes is not None:
-                at, right = fixes.lookup(k, hashes[rows.to_numpy(zero_copy_only=False)])
-                if len(at):
-                    tags = replaced_at(tags, at, right)
-            tagged.append((partition, rows, tags))
-    return route_rows(hashes, ops, tagged, plan, len(keys))
 
 
-def _correction_maps(token: str, plan: RoutePlan) -> dict[str, KeyMap]:
-    maps = _CORRECTIONS.get(token)
-    if maps is None:
-        _CORRECTIONS.clear()
-        maps = _CORRECTIONS[token] = {p: KeyMap(k, f) for p, (k, f) in plan.corrections.items()}
-    return maps
+def confirmed_tags(
+    index: BloomIndex,
+    slices: Mapping[str, list[FileSlice]],
+    keys: pa.Array,
+    groups: list[tuple[str, pa.Array]],
+) -> list[tuple[str, pa.Array, pa.Array]]:
+    """Per partition (name, rows, tags): the footer tags, with the keys several files may hold
+    confirmed by reading the files. A key only one footer admits keeps that file's id unread:
+    the write task of its file group takes a bloom false positive as an insert (a copy-on-write
+    rewrite, or on merge-on-read ``split_strays``)."""
+    per_partition = [keys.take(rows) for _, rows in groups]
+    footer = index.footer_tags(
+        [(k, slices.get(p, [])) for k, (p, _) in zip(per_partition, groups, strict=True)]
+    )
+    confirm = [np.flatnonzero(shared) for _, shared in footer]
+    exact = index.tag(
+        [
+            (k.take(pa.array(at)), slices.get(p, []))
+            for k, at, (p, _) in zip(per_partition, confirm, groups, strict=True)
+        ],
+        confirm=True,
+    )
+    tagged: list[tuple[str, pa.Array, pa.Array]] = []
+    for (partition, rows), (tags, _), at, right in zip(groups, footer, confirm, exact, strict=True):
+        tags = tags.cast(pa.string())
+        if len(at):
+            tags = replaced_at(tags, at, right.cast(pa.string()))
+        tagged.append((partition, rows, tags))
+    return tagged
 
 
-def route_rows(
-    hashes: np.ndarray, ops: pa.Array, tagged: list[tuple[str, pa.Array, pa.Array]], plan: RoutePlan, n: int
-) -> pa.Array:
-    """Route values (int32, null: dropped) of ``n`` keyed and tagged rows (per partition: its
-    name, rows and tags), by ``plan``; ``hashes``: the rows' ``key_hash``."""
-    route = np.zeros(n, dtype=np.int32)
-    routed = np.zeros(n, dtype=bool)
-    for partition, rows, here in tagged:
-        at = rows.to_numpy(zero_copy_only=False)
-        found = pc.is_valid(here)
-        tagged_rows = pc.indices_nonzero(found).to_numpy(zero_copy_only=False)
-        if len(tagged_rows):
-            files = pc.dictionary_encode(here.take(pa.array(tagged_rows)))
-            buckets = plan.updates.get(partition, {})
-            values = [buckets.get(fid) for fid in files.dictionary.to_pylist()]
-            if None in values:
-                raise InvalidArgumentError(
-                    f"the input changed between its two evaluations: an update of file group "
-                    f"{files.dictionary[values.index(None)]} in partition {partition!r} was not counted. "
-                    "Checkpoint or cache an input that is not deterministic"
-                )
-            codes = files.indices.to_numpy(zero_copy_only=False)
-            route[at[tagged_rows]] = np.asarray(values, dtype=np.int32)[codes]
-            routed[at[tagged_rows]] = True
-        new = at[pc.indices_nonzero(pc.invert(found)).to_numpy(zero_copy_only=False)]
-        if not len(new):
-            continue
-        inserts = plan.inserts.get(partition)
-        if inserts is None:
-            if pc.any(pc.equal(ops.take(pa.array(new)), OP_UPSERT)).as_py():
-                raise InvalidArgumentError(
-                    f"the input changed between its two evaluations: a new record of partition "
-                    f"{partition!r} was not counted. Checkpoint or cache an input that is not deterministic"
-                )
-            continue
-        cumulative, routes = inserts
-        position = hashes[new] % np.uint64(cumulative[-1])
-        slot = np.searchsorted(np.asarray(cumulative, dtype=np.uint64), position, side="right")
-        route[new] = np.asarray(routes, dtype=np.int32)[slot]
-        routed[new] = True
-    return pa.array(route, mask=~routed)
+def replaced_at(values: pa.Array, at: np.ndarray, new: pa.Array) -> pa.Array:
+    """``values`` with the elements at ``at`` (ascending) replaced by ``new``."""
+    order = np.empty(len(values), dtype=np.int64)
+    keep = np.ones(len(values), dtype=bool)
+    keep[at] = False
+    kept = np.flatnonzero(keep)
+    # Gather from [kept values..., new values...] in row order.
+    order[kept] = np.arange(len(kept))
+    order[at] = len(kept) + np.arange(len(at))
+    return pa.concat_arrays([values.take(pa.array(kept)), new]).take(pa.array(order))
 
 
-def route_buckets(
-    numbers: np.ndarray, partitions: pa.Array, ops: pa.Array, plan: BucketRoutePlan
-) -> pa.Array:
-    """Route values (int32, null: dropped) of keyed rows by their bucket ``numbers``: the task of
-    their (partition, bucket). Every record's bucket has one (a file group, or its new one)."""
-    n = len(numbers)
-    route = np.zeros(n, dtype=np.int32)
-    routed = np.zeros(n, dtype=bool)
-    for partition, rows in group_rows(partitions):
-        at = rows.to_numpy(zero_copy_only=False)
-        known = plan.routes.get(partition)
-        if known is not None:
-            buckets, values = known
-            ids = numbers[at]
-            position = np.minimum(np.searchsorted(buckets, ids), len(buckets) - 1)
-            hit = buckets[position] == ids
-            route[at[hit]] = values[position[hit]]
-            routed[at[hit]] = True
-            at = at[~hit]
-        lost = (
-            at[pc.equal(ops.take(pa.array(at)), OP_UPSERT).to_numpy(zero_copy_only=False)] if len(at) else at
-        )
-        if len(lost):
-            raise InvalidArgumentError(
-                f"the input changed between its two evaluations: a record of bucket {int(numbers[lost[0]])} "
-                f"in partition {partition!r} was not counted. Checkpoint or cache an input that is not "
-                "deterministic"
-            )
-    return pa.array(route, mask=~routed)
+def pass_counts(rows: pa.Table) -> pa.Table:
+    """The count rows of the route pass's output: (partition, file_id, slot, bucket, op, n)."""
+    counts = rows.filter(pc.is_null(rows.column("offset")))
+    return counts.select([name for name, _ in _PASS_FIELDS])
+
+
+def laid_out_runs(rows: pa.Table, assignment: Assignment) -> list[tuple[int, int, Run]]:
+    """The runs of the route pass's output (provisional routes), each as (bucket, input
+    partition, run) for every bucket of ``assignment`` it goes to: a file group's runs to its
+    bucket; a bucket number's to the bucket of its file group; an insert slot's to each insert
+    bucket of its partition whose range of positions the slot's hashes reach, keeping that
+    range when the slot reaches beyond it. Runs of routes no bucket takes (deletes of keys no
+    file group holds) are left out.
+
+    Raises:
+        ValueError: records of new keys, or of a file group, that no bucket takes.
+    """
+    by_file: dict[tuple[str, str], int] = {}
+    by_number: dict[tuple[str, int], int] = {}
+    for b, bucket in enumerate(assignment.buckets):
+        by_file[(bucket.partition_path, bucket.file_id)] = b
+        number = bucket_of_file(bucket.file_id)
+        if number is not None:
+            by_number[(bucket.partition_path, number)] = b
+    inserts: dict[str, tuple[list[int], list[int], int]] = {}
+    for partition, plan in assignment.insert_plan.items():
+        if plan:
+            ends = np.cumsum([count for _, count in plan]).tolist()
+            inserts[partition] = ([b for b, _ in plan], [0, *ends], int(ends[-1]))
+    counts = rows.filter(pc.is_null(rows.column("offset")))
+    routes: dict[tuple[str, int], Provisional] = {}
+    upserts: dict[tuple[str, int], bool] = defaultdict(bool)
+    columns = ("file", "route", "partition", "file_id", "slot", "bucket", "op")
+    for file, route, partition, file_id, slot, number, op in zip(
+        *(counts.column(c).to_pylist() for c in columns), strict=True
+    ):
+        routes[(file, route)] = (partition, file_id, slot, number)
+        upserts[(file, route)] |= op == OP_UPSERT
+    out: list[tuple[int, int, Run]] = []
+    runs = rows.filter(pc.is_valid(rows.column("offset")))
+    for route, part, file, offset, length in zip(
+        *(runs.column(c).to_pylist() for c in ("route", "part", "file", "offset", "length")), strict=True
+    ):
+        partition, file_id, slot, number = routes[(file, route)]
+        run = Run(file, offset, length)
+        if number >= 0:
+            numbered = by_number.get((partition, number))
+            if numbered is not None:
+                out.append((numbered, part, run))
+        elif file_id is not None:
+            tagged = by_file.get((partition, file_id))
+            if tagged is None:
+                raise ValueError(f"records of file group {file_id} in {partition!r} have no bucket")
+            out.append((tagged, part, run))
+        elif partition in inserts:
+            buckets, starts, total = inserts[partition]
+            low, high = slot_positions(slot, total)
+            for b, start, end in zip(buckets, starts, starts[1:], strict=False):
+                if start <= high and end > low:
+                    whole = start <= low and end > high
+                    out.append((b, part, run if whole else Run(file, offset, length, (start, end, total))))
+        elif upserts[(file, route)]:
+            raise ValueError(f"new records of partition {partition!r} have no bucket")
+    return out

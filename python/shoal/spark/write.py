@@ -1,69 +1,64 @@
 """Writing a Spark DataFrame into a shoal (Hudi) table: ``shoal.spark.write(df, path, ...)``.
 
 The write runs the local writer's phases (``shoal.write.writer.Writer``), with the data staying
-in Spark (DESIGN §3.1). Whole records cross from the JVM into Python once, in the route pass;
-the count pass before it sees only the columns key generation reads (moving rows into Python
-is the expensive direction: /work/shared/spec/SPARK_NOTES.md):
+in Spark (DESIGN §3.1). Whole records cross from the JVM into Python once, in the route pass,
+the write's one pass over its input (moving rows into Python is the expensive direction:
+/work/shared/spec/SPARK_NOTES.md):
 
-1. *count* (``mapInArrow`` over the key columns of the input, ``shoal.spark.counting``): key
-   generation, validation (a null or empty key fails here, before the timeline changes) and
-   bloom tagging against the latest base files of the partitions the keys fall in, whose footers
+1. *route* (``mapInArrow`` over whole records, ``shoal.spark.routing``): key generation and
+   validation (``key_records``: a null or empty key fails here, before the timeline changes),
+   and tagging against the latest base files of the partitions the keys fall in, whose footers
    (key ranges, bloom filters) each worker reads once: the driver broadcasts only the file
    slices, never footers, so the cost follows the partitions a write touches, not the table's
-   size. A key only one footer admits keeps that file's id unread: on copy-on-write
-   tables the rewrite of that file group takes a bloom false positive as an insert; on
-   merge-on-read the log append task of the file group reads its base file's keys once and
-   writes the false positives to a base file (``write_tasks.split_strays``): a new key must not
-   land in a log, where no bloom index finds it. That base file is the one the partition's
-   inserts create when the driver paired the two buckets into one task
-   (``task_layout.stray_targets``), else a new file group's. Keys several files may hold are
-   confirmed by reading the files' key columns. Each task returns its record counts per
-   (partition, file group or new, operation), the workload profile, and the keys whose confirmed
-   tag differs from the footer tag (``BloomIndex.footer_tags``).
+   size. Keys several files may hold are confirmed by reading the files' key columns. A key
+   only one footer admits keeps that file's id unread: on copy-on-write tables the rewrite of
+   that file group takes a bloom false positive as an insert; on merge-on-read the log append
+   task of the file group reads its base file's keys once and writes the false positives to a
+   base file (``write_tasks.split_strays``): a new key must not land in a log, where no bloom
+   index finds it. That base file is the one the partition's inserts create when the driver
+   paired the two buckets into one task (``task_layout.stray_targets``), else a new file
+   group's. Each record gets a provisional route: (partition, file group), or for a new key
+   (partition, insert slot), a range of its key hash (``shoal.spark.keys``). Each task packs its
+   records by provisional route (``shoal.spark.packing``): per chunk of input and route, the
+   route's keyed records as one Arrow IPC stream (a run) appended to a packed file of the task
+   attempt's own, in a scratch directory of the table's storage. It returns the file's runs and
+   its record counts per (partition, file group or new, operation): the workload profile.
 2. *assign* buckets on the driver with the local writer's ``BucketAssigner``: updates go to the
-   file group holding their key; inserts fill small files, then new file groups.
-3. *route* (``mapInArrow`` over whole records, ``shoal.spark.routing``): keys the records
-   (``key_records``); the same keys, their footer tags and the broadcast corrections give every
-   record the tag the count pass counted, without reading a file; tags become buckets: updates
-   by file group, inserts by a stable hash of the record key (``shoal.spark.keys``) weighted by
-   the buckets' capacities (as Hudi's ``UpsertPartitioner``). Each task packs its records by
-   bucket (``shoal.spark.packing``): per chunk of input and bucket, the bucket's keyed records
-   as one Arrow IPC stream (a run) appended to a packed file of the task attempt's own, in a
-   scratch directory of the table's storage; it returns the file's index of runs. The driver
-   lays the buckets out on write tasks (``shoal.spark.task_layout``) and gives each task the
-   runs of its buckets. Handing runs over through storage instead of Spark's shuffle spares
-   Spark a copy of every byte into the JVM, its compression, a sort and a copy back.
-4. *write* (``shoal.spark.write_tasks``, one task per planned task): each task reads and
+   file group holding their key; inserts fill small files, then new file groups. A partition's
+   new keys spread over its insert buckets by position (their key hash scaled to the
+   partition's inserts) against the buckets' cumulative counts, as Hudi's
+   ``UpsertPartitioner`` weights them; an insert slot whose positions reach several buckets
+   goes to each, which keeps its own positions. The driver lays the buckets out on write tasks
+   (``shoal.spark.task_layout``) and gives each task the runs of its buckets. Handing runs over
+   through storage instead of Spark's shuffle spares Spark a copy of every byte into the JVM,
+   its compression, a sort and a copy back; and no second pass over the input is needed.
+3. *write* (``shoal.spark.write_tasks``, one task per planned task): each task reads and
    unpacks one bucket's runs at a time, deduplicates the records (``finish_records``, in
    input order restored from a sequence column when keys repeat) and runs the local writer's
    task for the bucket's spec (``run_cow_write`` / ``run_log_append``). Tasks return their write
    stats and how many records they received. The scratch directory is deleted when the write
    ends.
-5. *commit* on the driver (``Writer.commit``): files of failed or speculative attempts, which
+4. *commit* on the driver (``Writer.commit``): files of failed or speculative attempts, which
    carry markers but are in no returned stat, are deleted first.
 
-With a global index (``GLOBAL_BLOOM``, ``GLOBAL_SIMPLE``) the first pass is a key pass instead:
-the keys, partition paths, operations and ordering values of every record come to the driver,
-which deduplicates and tags them as the local writer does and plans by key
-(``shoal.spark.global_keys``).
-
 With the bucket index (``hoodie.index.type=BUCKET``, ``shoal.index.bucket``) no file is read
-and no tag is carried: the count tasks hash each key to its bucket number (Hudi's
-``BucketIdentifier``, vectorised) and return counts per (partition, bucket, operation); the
-driver tags those buckets with their file groups as the local writer tags keys (checking the
-layout: a table of another index or other bucket options fails here, before the timeline
-changes) and assigns them with the local writer's ``Writer.assign``: each bucket's file group
-takes its records, a bucket without one gets a new file group named after it. The route pass
-hashes the keys again and packs each record for the task of its (partition, bucket).
+and no tag is carried: the route tasks hash each key to its bucket number (Hudi's
+``BucketIdentifier``, vectorised), pack records by (partition, bucket number) and count them
+so; the driver tags those buckets with their file groups as the local writer tags keys
+(checking the layout: a table of another index or other bucket options fails here, before the
+timeline changes) and assigns them with the local writer's ``Writer.assign``: each bucket's
+file group takes its records, a bucket without one gets a new file group named after it.
 
-The input is thus evaluated twice, by the count pass (its key columns only) and by the route
-pass (whole records, which cross from the JVM into Python once).
-An input that could give other rows when evaluated again (a plan with ``limit``, ``sample``,
-``rand()``, windows, ``dropDuplicates``, or a source other than files, local data, ranges and
-cached or checkpointed data: ``shoal.spark.frames.reproducible``) is checkpointed first (``localCheckpoint``).
-One that changes all the same (a UDF wrongly taken for deterministic) fails the write before
-its commit: a row's bucket is missing from the plan, or the rows written differ from the rows
-counted.
+With a global index (``GLOBAL_BLOOM``, ``GLOBAL_SIMPLE``) a key pass comes first: the keys,
+partition paths, operations and ordering values of every record come to the driver, which
+deduplicates and tags them as the local writer does and plans by key
+(``shoal.spark.global_keys``); the route pass then packs every record for its key's buckets.
+That input is evaluated twice: one that could give other rows when evaluated again (a plan
+with ``limit``, ``sample``, ``rand()``, windows, ``dropDuplicates``, or a source other than
+files, local data, ranges and cached or checkpointed data: ``shoal.spark.frames.reproducible``)
+is checkpointed first (``localCheckpoint``). One that changes all the same (a UDF wrongly
+taken for deterministic) fails the write before its commit: the rows written differ from the
+rows planned.
 """
 
 from __future__ import annotations
@@ -71,7 +66,6 @@ from __future__ import annotations
 import functools
 import json
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -87,15 +81,7 @@ from shoal.config import write_config as wc
 from shoal.errors import InvalidArgumentError
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bucket import BucketIndex
-from shoal.spark.counting import (
-    COUNT_SCHEMA,
-    BucketCounts,
-    Profile,
-    TagContext,
-    corrections_of,
-    count_task,
-    one_count_task_per_core,
-)
+from shoal.spark.counting import BucketCounts, Profile, TagContext
 from shoal.spark.executor import SparkExecutor, spark_job
 from shoal.spark.frames import arrow_batches, evaluated_once, plain, quoted, sample_records
 from shoal.spark.global_keys import (
@@ -108,8 +94,8 @@ from shoal.spark.global_keys import (
 )
 from shoal.spark.keying import BucketLayout, KeySpec
 from shoal.spark.options import open_or_create, parse_options
-from shoal.spark.packing import INDEX_SCHEMA, PACKED_DIR_NAME, runs_by_task
-from shoal.spark.routing import bucket_route_plan, pack_task, route_plan
+from shoal.spark.packing import PACKED_DIR_NAME, Run, planned_runs, runs_by_task
+from shoal.spark.routing import PASS_SCHEMA, RecordKeying, laid_out_runs, pass_counts, route_task
 from shoal.spark.scratch import scratch_dir
 from shoal.spark.task_layout import (
     bucket_weight,
@@ -209,7 +195,7 @@ def _delete_partitions(df: DataFrame, table: Table) -> WriteResult:
 
 
 def _partitions_of(counted: pa.Table) -> list[str]:
-    """The partitions the count pass found records in."""
+    """The partitions the route pass found records in."""
     return sorted(p for p in pc.unique(counted.column("partition")).to_pylist() if p is not None)
 
 
@@ -240,8 +226,10 @@ class _Planned:
     avg_record_size: int
     # Per bucket: whether it takes records or soft deletes (not hard deletes alone).
     ordered_entries: tuple[bool, ...]
-    # The route pass's broadcast (a record's route value is its bucket's number).
-    route_plan: Callable[[], Any]
+    # Each run of the route pass as (bucket, input partition, run); with a global index, the
+    # route pass's broadcast instead (it runs once the instant started).
+    runs: list[tuple[int, int, Run]] | None
+    global_plan: Callable[[], Any] | None
     # Records the route pass sends to the write tasks in all.
     routed: int
     # The partitions the records fall in (a replace commit replaces their file groups).
@@ -268,6 +256,7 @@ class SparkWrite:
         self.after_task_write = after_task_write
         self.timings: dict[str, float] = {}
         self._broadcasts: list[Any] = []  # released after the write
+        self._scratch: list[str] = []  # deleted after the write
         # Whether this write compacted the table before widening a column's type.
         self._compacted = False
 
@@ -278,6 +267,8 @@ class SparkWrite:
             finally:
                 for broadcast in self._broadcasts:
                     broadcast.unpersist()
+                for directory in self._scratch:
+                    self.table.storage.delete_dir(directory)
             result.timings.update(self.timings)
             return result
 
@@ -298,21 +289,25 @@ class SparkWrite:
         # Bad bucket index options fail before any job (as in the local writer).
         bucket_index = writer.bucket_index()
         spec, data_schema, table_schema = self._key_spec(df, timeline, bucket_index)
-        source = evaluated_once(df)
-        keyed = counted = tag_context = bucketed = None
+        keyed = counted = pass_rows = bucketed = None
         if spec.global_keys:
+            # The key pass and the route pass evaluate the input: it must give the same rows.
+            source = evaluated_once(df)
             t = self._phase("plan_tagging", t)
             keyed = self._key_pass(source, spec)
             t = self._phase("keys", t)
         else:
+            source = df
             tag_context = self._tag_context(timeline) if spec.tag else None
             t = self._phase("plan_tagging", t)
-            counted = self._count_pass(source, spec, tag_context)
+            tags = self._broadcast(tag_context)
+            pass_rows = self._route_pass(source, spec, table_schema, tags)
+            counted = pass_counts(pass_rows)
             if bucket_index is not None:
                 # Tags the counted buckets: a table laid out otherwise fails here.
                 view = FileSystemView(storage, timeline, partitions=_partitions_of(counted))
                 bucketed = BucketCounts.tagged(counted, bucket_index, view)
-            t = self._phase("tag_count", t)
+            t = self._phase("route", t)
 
         # Nothing on the timeline changed so far: bad input failed above.
         timeline = writer.rollback_failed_writes(timeline)
@@ -334,13 +329,14 @@ class SparkWrite:
                 global_plan.assignment,
                 assigner.avg_record_size,
                 global_plan.ordered_entries,
+                None,
                 global_plan.route_plan,
                 global_plan.routed,
                 [],
             )
         else:
-            assert counted is not None
-            planned = self._assign(counted, bucketed, tag_context, timeline, view, source, spec, table_schema)
+            assert counted is not None and pass_rows is not None
+            planned = self._assign(counted, pass_rows, bucketed, timeline, view, source, spec, table_schema)
         t = self._phase("assign", t)
         return self._execute(source, spec, planned, data_schema, table_schema, t)
 
@@ -364,39 +360,65 @@ class SparkWrite:
         finally:
             storage.delete_dir(directory)
 
-    def _count_pass(self, source: DataFrame, spec: KeySpec, tag_context: TagContext | None) -> pa.Table:
-        """The count pass: record counts per (partition, file group or bucket, operation), and the
-        keys whose footer tags were wrong."""
-        tags = self._broadcast(tag_context)
-        keys = source.select(*[F.col(quoted(c)) for c in spec.columns])
-        if tag_context is not None:
-            keys = one_count_task_per_core(keys, self.spark)
+    def _route_pass(
+        self, source: DataFrame, spec: KeySpec, table_schema: pa.Schema | None, broadcast: Any
+    ) -> pa.Table:
+        """The route pass (``shoal.spark.routing``): packs every record into the write's scratch
+        directory, by its provisional route or (with a global index) by the plan in
+        ``broadcast``; returns the pass's run and count rows."""
+        directory = scratch_dir(self.table.storage, PACKED_DIR_NAME)
+        self._scratch.append(directory)
+        config, write_config = self.table.config, self.table.write_config
+        keying = RecordKeying(
+            operation=self.operation,
+            table_properties=spec.table_properties,
+            ordering_field=config.precombine_field,
+            table_schema=table_schema,
+            fill_missing=bool(write_config.get(wc.SCHEMA_ON_WRITE_ADD_COLUMNS)),
+        )
+        _, _, ordered = self._ordering()
+        task = functools.partial(route_task, spec, keying, broadcast, ordered, directory)
         with (
-            arrow_batches(self.spark, keys.schema),
-            spark_job(self.spark.sparkContext, f"shoal {self.operation.value.lower()}: count"),
+            arrow_batches(self.spark, source.schema),
+            spark_job(self.spark.sparkContext, f"shoal {self.operation.value.lower()}: route"),
         ):
-            return keys.mapInArrow(functools.partial(count_task, spec, tags), COUNT_SCHEMA).toArrow()
+            return source.mapInArrow(task, PASS_SCHEMA).toArrow()
+
+    def _ordering(self) -> tuple[bool, bool, bool]:
+        """Whether the write deduplicates, whether a bulk insert sorts by key, and whether the
+        records carry their input order (deduplication needs it: the later of two equal records
+        wins; so does a bulk insert that keeps the input order)."""
+        op = self.operation
+        combine = self.writer.combine(op)
+        # The local writer plans a bulk insert with the bucket index as an upsert: records stay
+        # in input order.
+        sort_by_key = (
+            op in WRITES_NEW_FILE_GROUPS
+            and self.writer.bucket_index() is None
+            and self.table.write_config.get(wc.BULKINSERT_SORT_MODE) in wc.KEY_SORTED_BULK_INSERT_MODES
+        )
+        return combine, sort_by_key, combine or (op in WRITES_NEW_FILE_GROUPS and not sort_by_key)
 
     def _assign(
         self,
         counted: pa.Table,
+        pass_rows: pa.Table,
         bucketed: BucketCounts | None,
-        tag_context: TagContext | None,
         timeline: Timeline,
         view: FileSystemView,
         source: DataFrame,
         spec: KeySpec,
         table_schema: pa.Schema | None,
     ) -> _Planned:
-        """Buckets from the count pass's counts (``bucketed``: with the bucket index, tagged), as
-        the local writer assigns them."""
+        """Buckets from the route pass's counts (``bucketed``: with the bucket index, tagged), as
+        the local writer assigns them, and the pass's runs laid out on them."""
         writer, op = self.writer, self.operation
         if bucketed is not None:
-            profile, corrections = bucketed.profile, {}
+            profile = bucketed.profile
             # A bucket's records all go to its one file group: no sizing, so no size estimate.
             assigner = BucketAssigner(1, 0, 1)
         else:
-            profile, corrections = Profile.summed(counted), corrections_of(counted)
+            profile = Profile.summed(counted)
             assigner = writer.assigner(timeline, lambda: sample_records(source, spec, table_schema, writer))
         assignment = Assignment()
         for partition in profile.partitions():
@@ -440,7 +462,8 @@ class SparkWrite:
                 assignment,
                 assigner.avg_record_size,
                 ordered_entries,
-                lambda: route_plan(tag_context, corrections, assignment),
+                laid_out_runs(pass_rows, assignment),
+                None,
                 profile.routed(assignment),
                 profile.partitions(),
                 # Only the bloom index's footer tags can be false positives.
@@ -451,7 +474,8 @@ class SparkWrite:
             assignment,
             assigner.avg_record_size,
             ordered_entries,
-            lambda: bucket_route_plan(assignment),
+            laid_out_runs(pass_rows, assignment),
+            None,
             bucketed.routed(assignment),
             profile.partitions(),
             bucketed=True,
@@ -470,7 +494,6 @@ class SparkWrite:
         writer, op, config = self.writer, self.operation, self.table.config
         assignment = planned.assignment
         n = len(assignment.buckets)
-        sort_mode = self.table.write_config.get(wc.BULKINSERT_SORT_MODE)
         partitions = {b.partition_path for b in assignment.buckets}
         write = writer.start(op, assignment, planned.view.timeline, partitions)
         try:
@@ -487,18 +510,7 @@ class SparkWrite:
             stats: list[WriteStat] = []
             received = 0
             if n:
-                plan = self._broadcast(planned.route_plan())
-                combine = writer.combine(op)
-                # The local writer plans a bulk insert with the bucket index as an upsert: records
-                # stay in input order.
-                sort_by_key = (
-                    op in WRITES_NEW_FILE_GROUPS
-                    and not planned.bucketed
-                    and sort_mode in wc.KEY_SORTED_BULK_INSERT_MODES
-                )
-                # Input order matters to deduplication (the later of two equal records wins) and to
-                # a bulk insert that keeps it.
-                ordered = combine or (op in WRITES_NEW_FILE_GROUPS and not sort_by_key)
+                combine, sort_by_key, _ = self._ordering()
                 task = BucketTaskSpec(
                     specs=specs,
                     operation=op,
@@ -513,11 +525,17 @@ class SparkWrite:
                     else (),
                     stray_targets=tuple(targets) if strays_possible else (),
                 )
-                stats, received = self._route_and_write(source, spec, task, plan, ordered, task_of, targets)
+                runs = planned.runs
+                if runs is None:
+                    assert planned.global_plan is not None
+                    plan = self._broadcast(planned.global_plan())
+                    runs = planned_runs(self._route_pass(source, spec, table_schema, plan))
+                    t = self._phase("route", t)
+                stats, received = self._write_tasks(task, runs, task_of, targets)
         except BaseException:
             writer.abandon(write)
             raise
-        t = self._phase("route_and_write", t)
+        t = self._phase("write", t)
         if received != planned.routed:
             writer.abandon(write)
             raise InvalidArgumentError(
@@ -530,41 +548,25 @@ class SparkWrite:
         self._phase("commit", t)
         return result
 
-    def _route_and_write(
+    def _write_tasks(
         self,
-        source: DataFrame,
-        spec: KeySpec,
         task: BucketTaskSpec,
-        plan: Any,
-        ordered: bool,
+        runs: list[tuple[int, int, Run]],
         task_of: list[int],
         targets: Sequence[int | None],
     ) -> tuple[list[WriteStat], int]:
-        """The route pass packs the records of every bucket into files of the write's scratch
-        directory (``shoal.spark.packing``); one write task per planned task reads its
-        buckets' runs and writes them. Returns the tasks' write stats and the records they
+        """One write task per planned task: each reads its buckets' runs of the route pass's
+        packed files and writes them. Returns the tasks' write stats and the records they
         received."""
-        op, storage, sc = self.operation, self.table.storage, self.spark.sparkContext
-        directory = scratch_dir(storage, PACKED_DIR_NAME)
-        try:
-            route = functools.partial(pack_task, spec, task, plan, ordered, directory)
-            started = time.perf_counter()
-            with (
-                arrow_batches(self.spark, source.schema),
-                spark_job(sc, f"shoal {op.value.lower()}: route"),
-            ):
-                index = source.mapInArrow(route, INDEX_SCHEMA).toArrow()
-            self.timings["route"] = time.perf_counter() - started
-            layout = runs_by_task(index, task_of, write_order(targets))
-            runs = self._broadcast(layout)
-            tasks = self.spark.range(0, len(layout), 1, max(1, len(layout)))
-            written = tasks.mapInArrow(
-                functools.partial(write_task, task, runs, self.after_task_write), RESULT_SCHEMA
-            )
-            with spark_job(sc, f"shoal {op.value.lower()}: write {len(task.specs)} file groups"):
-                results = [json.loads(r[0]) for r in written.collect()]
-        finally:
-            storage.delete_dir(directory)
+        layout = runs_by_task(runs, task_of, write_order(targets))
+        broadcast = self._broadcast(layout)
+        tasks = self.spark.range(0, len(layout), 1, max(1, len(layout)))
+        written = tasks.mapInArrow(
+            functools.partial(write_task, task, broadcast, self.after_task_write), RESULT_SCHEMA
+        )
+        label = f"shoal {self.operation.value.lower()}: write {len(task.specs)} file groups"
+        with spark_job(self.spark.sparkContext, label):
+            results = [json.loads(r[0]) for r in written.collect()]
         stats = [WriteStat.from_dict(s) for result in results for s in result["stats"]]
         return stats, sum(result["received"] for result in results)
 
@@ -610,7 +612,6 @@ class SparkWrite:
             tag=not global_keys
             and bucket_index is None
             and make_index(self.table.storage, self.table.write_config, op) is not None,
-            write_token=uuid.uuid4().hex,
             buckets=(
                 None
                 if bucket_index is None

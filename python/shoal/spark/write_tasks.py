@@ -23,7 +23,7 @@ from shoal.fs.storage import Storage
 from shoal.index.membership import held_by
 from shoal.services.compaction import base_file_options
 from shoal.spark.executor import name_attempt
-from shoal.spark.packing import SEQ_COLUMN, PackedReader, TaskRuns, unpack
+from shoal.spark.packing import SEQ_COLUMN, PackedReader, TaskRuns
 from shoal.tasks.cow_write import OP_COLUMN, OP_UPSERT, CowWriteSpec
 from shoal.tasks.mor_append import LogAppendSpec
 from shoal.timeline.commit_metadata import NULL_COMMIT, WriteStat
@@ -78,7 +78,7 @@ def write_task(
             reader = PackedReader(storage)
             try:
                 for bucket, runs in layout[number]:
-                    yield writer.bucket(bucket, [reader.read(run) for run in runs])
+                    yield writer.bucket(bucket, [reader.records(run) for run in runs])
             finally:
                 reader.close()
             yield from writer.leftover_strays()
@@ -100,12 +100,12 @@ class _TaskWriter:
         # Per target bucket: (log bucket, records) waiting for it.
         self.carried: dict[int, list[tuple[int, pa.Table]]] = defaultdict(list)
 
-    def bucket(self, bucket: int, payloads: list[pa.Buffer]) -> pa.RecordBatch:
-        """Writes one bucket's records (all of them, keyed by the route pass) and returns its
-        result row."""
+    def bucket(self, bucket: int, runs: list[pa.Table]) -> pa.RecordBatch:
+        """Writes one bucket's records (all of them, keyed by the route pass, in runs) and
+        returns its result row."""
         task = self.task
         self.written.add(bucket)
-        data = unpack(payloads)
+        data = pa.concat_tables(runs)
         seq = data.column(SEQ_COLUMN) if SEQ_COLUMN in data.column_names else None
         records = _finish(data.drop_columns([SEQ_COLUMN]) if seq is not None else data, seq, task)
         carried = self.carried.pop(bucket, [])
