@@ -358,7 +358,7 @@ def test_write_stats_count_inserts_and_updates(spark, tmp_path):
 
 
 def test_a_spark_bucket_write_lists_only_the_partitions_it_touches(spark, tmp_path, monkeypatch):
-    """The count pass hashes keys to buckets without the table's files, so the driver lists only
+    """The route pass hashes keys to buckets without the table's files, so the driver lists only
     the partitions the records fall in (as the local writer does)."""
     path = str(tmp_path / "t")
     options = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2"}

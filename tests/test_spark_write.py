@@ -237,10 +237,10 @@ def test_failed_task_attempt_leaves_no_duplicates_or_files(spark, tmp_path, tabl
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"], ids=["cow", "mor"])
-def test_failed_first_attempts_of_the_passes_over_the_input_leave_no_trace(spark, tmp_path, table_type):
-    """The first attempt of every task over the input (the count pass's, then the route pass's,
-    whose attempt has opened its packed file) fails partway through its rows: the retries finish
-    the write, every record is written once, and no packed records are left."""
+def test_a_failed_first_attempt_of_the_route_pass_leaves_no_trace(spark, tmp_path, table_type):
+    """The first attempt of the route task (the write's one pass over its input), which has
+    opened its packed file, fails partway through its rows: the retry finishes the write, every
+    record is written once, and no packed records are left."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType
 
