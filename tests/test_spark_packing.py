@@ -59,7 +59,7 @@ def test_each_bucket_gets_its_records_in_input_order_from_every_file(tmp_path):
         reader = PackedReader(storage)
         for bucket, bucket_runs in runs:
             seen.append(bucket)
-            unpacked = unpack([reader.read(run) for run in bucket_runs])
+            unpacked = pa.concat_tables([unpack(reader.read(run)) for run in bucket_runs])
             rows = np.flatnonzero((route_values == bucket) & ~dropped)
             assert unpacked.schema.equals(records.schema), bucket
             assert unpacked.equals(records.take(pa.array(rows))), bucket

@@ -37,8 +37,6 @@ from shoal.write.prepare import RECORD_KEY
 # The input position of a record in its route pass task (what Spark's monotonically_increasing_id
 # would give it), carried in the packed records when deduplication needs the input order.
 SEQ_COLUMN = "_shoal_seq"
-# The route pass's rows: one per run of packed records.
-INDEX_SCHEMA = "route int, part int, file string, offset long, length long"
 # A scratch directory of packed files per write.
 PACKED_DIR_NAME = "shoal-packed-"
 # Schema metadata of a packed stream naming the columns it leaves out because they repeat another.
@@ -81,7 +79,7 @@ class PackedWriter:
             self._index[2].append(self._sink.tell() - begin)
 
     def close(self) -> pa.RecordBatch:
-        """Closes the file; its index rows (``INDEX_SCHEMA``)."""
+        """Closes the file; its index rows: (route, part, file, offset, length) of each run."""
         self._sink.close()
         route, offset, length = self._index
         return pa.record_batch(
@@ -168,7 +166,7 @@ class PackedReader:
 
     def records(self, run: Run) -> pa.Table:
         """The records of ``run`` that belong to the bucket reading it."""
-        records = unpack([self.read(run)])
+        records = unpack(self.read(run))
         if run.keep is None:
             return records
         start, end, total = run.keep
@@ -181,9 +179,9 @@ class PackedReader:
         self._files.clear()
 
 
-def unpack(values: Sequence[pa.Buffer]) -> pa.Table:
-    """The records of packed runs, in one table."""
-    return pa.concat_tables([_with_repeats(pa.ipc.open_stream(v).read_all()) for v in values])
+def unpack(run: pa.Buffer) -> pa.Table:
+    """The records of a packed run."""
+    return _with_repeats(pa.ipc.open_stream(run).read_all())
 
 
 def _without_repeats(records: pa.Table) -> pa.Table:

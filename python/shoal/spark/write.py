@@ -236,7 +236,6 @@ class _Planned:
     partitions: list[str]
     # Whether a log append may get bloom false positives (keys tagged by a footer alone).
     strays_possible: bool = False
-    bucketed: bool = False
 
 
 class SparkWrite:
@@ -478,7 +477,6 @@ class SparkWrite:
             None,
             bucketed.routed(assignment),
             profile.partitions(),
-            bucketed=True,
         )
 
     def _execute(
@@ -514,10 +512,7 @@ class SparkWrite:
                 task = BucketTaskSpec(
                     specs=specs,
                     operation=op,
-                    table_properties=spec.table_properties,
                     ordering_field=config.precombine_field,
-                    table_schema=table_schema,
-                    fill_missing=bool(self.table.write_config.get(wc.SCHEMA_ON_WRITE_ADD_COLUMNS)),
                     combine=combine,
                     sort_by_key=sort_by_key,
                     stray_specs=tuple(stray_spec(writer, spec, b, n) for b, spec in enumerate(specs))

@@ -42,15 +42,12 @@ RESULT_SCHEMA = "result string"
 
 @dataclass(frozen=True)
 class BucketTaskSpec:
-    """What the write tasks need: each bucket's task spec, and how to key and finish the
-    records."""
+    """What the write tasks need: each bucket's task spec, and how to finish the records (the
+    route pass keyed them)."""
 
     specs: tuple[CowWriteSpec | LogAppendSpec, ...]
     operation: Operation
-    table_properties: dict[str, str]
     ordering_field: str | None
-    table_schema: pa.Schema | None
-    fill_missing: bool
     combine: bool
     sort_by_key: bool
     # Per bucket: for a merge-on-read log append, the new file group that takes the records
