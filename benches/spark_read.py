@@ -10,7 +10,8 @@ over all columns):
 * ``spark.read.format("shoal").load(path)``: the Python data source,
 * two floors, which do no shoal work: a Python data source, and ``spark.range(n).mapInArrow``,
   that yield the table's rows as Arrow batches already in memory (memory-mapped Arrow IPC files
-  in the declared schema). No reader built on those APIs can be faster than its floor,
+  in the declared schema, in the Spark partitions shoal packs the base files into). No reader
+  built on those APIs can be faster than its floor,
 * ``spark.read.parquet(<the table's latest base files>)`` (the reference).
 
 Target: shoal / parquet <= 1.5. A projection of two columns is timed too (the data source gets
@@ -48,6 +49,7 @@ import shoal
 import shoal.spark
 from compare import make_data
 from shoal.spark.read import arrow_target, conform, spark_schema
+from shoal.spark.splits import SplitPolicy, pack
 
 console = Console(width=150)
 TARGET = 1.5
@@ -80,24 +82,26 @@ def mapped_batches(path: str) -> Iterator[pa.RecordBatch]:
 
 
 class FloorPartition(InputPartition):
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-
-class FloorReader(DataSourceReader):
     def __init__(self, paths: list[str]) -> None:
         self.paths = paths
 
+
+class FloorReader(DataSourceReader):
+    def __init__(self, groups: list[list[str]]) -> None:
+        self.groups = groups
+
     def partitions(self) -> list[InputPartition]:
-        return [FloorPartition(p) for p in self.paths]
+        return [FloorPartition(g) for g in self.groups]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, FloorPartition)
-        yield from mapped_batches(partition.path)
+        for path in partition.paths:
+            yield from mapped_batches(path)
 
 
 class FloorDataSource(DataSource):
-    """``spark.read.format("floor").option("paths", json).option("schema", json)``."""
+    """``spark.read.format("floor").option("groups", json).option("schema", json)``: each
+    group of files one Spark partition, as shoal packs the base files they copy."""
 
     @classmethod
     def name(cls) -> str:
@@ -107,16 +111,17 @@ class FloorDataSource(DataSource):
         return StructType.fromJson(json.loads(self.options["schema"]))
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return FloorReader(json.loads(self.options["paths"]))
+        return FloorReader(json.loads(self.options["groups"]))
 
 
-def floor_map_in_arrow(spark: SparkSession, paths: list[str], struct: StructType) -> DataFrame:
+def floor_map_in_arrow(spark: SparkSession, groups: list[list[str]], struct: StructType) -> DataFrame:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for i in batch.column(0).to_pylist():
-                yield from mapped_batches(paths[i])
+                for path in groups[i]:
+                    yield from mapped_batches(path)
 
-    return spark.range(0, len(paths), 1, len(paths)).mapInArrow(run, struct)
+    return spark.range(0, len(groups), 1, len(groups)).mapInArrow(run, struct)
 
 
 # ---- actions --------------------------------------------------------------------------------------
@@ -199,13 +204,16 @@ def main() -> None:
     spark.dataSource.register(FloorDataSource)
     struct = spark_schema(pq.read_schema(files[0]).remove_metadata())
     floor_files = write_ipc_copies(files, struct, work)
-    floor = spark.read.format("floor").options(paths=json.dumps(floor_files), schema=struct.json())
+    # The floors' Spark partitions hold the copies of the files shoal's hold.
+    packed = pack([os.path.getsize(f) for f in files], SplitPolicy.of_session(spark))
+    groups = [[floor_files[i] for i in tasks] for tasks in packed]
+    floor = spark.read.format("floor").options(groups=json.dumps(groups), schema=struct.json())
     readers: dict[str, Callable[[], DataFrame]] = {
         "shoal.spark.read": lambda: shoal.spark.read(spark, path),
         "shoal.spark.read, native_scan=False": lambda: shoal.spark.read(spark, path, native_scan=False),
         "data source": lambda: spark.read.format("shoal").load(path),
         "floor: Python data source": lambda: floor.load(),
-        "floor: mapInArrow": lambda: floor_map_in_arrow(spark, floor_files, struct),
+        "floor: mapInArrow": lambda: floor_map_in_arrow(spark, groups, struct),
         "parquet": lambda: spark.read.parquet(*files),
     }
     two = ["key", "ts"]

@@ -684,6 +684,7 @@ class Table:
                     event_time,
                     tuple(columns) if columns is not None else None,
                     tuple(tuple(f) for f in filters or ()),
+                    size=s.total_size(),
                 )
                 for s in slices
                 if s.log_files

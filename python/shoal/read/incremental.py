@@ -343,11 +343,12 @@ class _Planner:
                 # slice as of the end of the range, then keep what the range wrote.
                 return self._snapshot_spec(sl, self.rng.view_as_of, self.columns, filters)
             times = sorted(commit_times)
+            base = sl.base_file if base_in_range else None
             return MorSliceSpec(
                 self.storage.base_uri,
                 sl.partition_path,
                 sl.file_id,
-                sl.base_file.path if base_in_range and sl.base_file else None,
+                base.path if base else None,
                 tuple(lf.path for lf in sl.log_files),
                 tuple(times),
                 times[-1],
@@ -356,11 +357,19 @@ class _Planner:
                 self.columns,
                 filters,
                 instant_range=(predecessor(times[0]), times[-1]),
+                size=sum(lf.size for lf in sl.log_files) + (base.size if base else 0),
             )
         if not base_in_range or sl.base_file is None:
             return None
         return SliceReadSpec(
-            self.storage.base_uri, sl.partition_path, sl.file_id, sl.base_file.path, (), self.columns, filters
+            self.storage.base_uri,
+            sl.partition_path,
+            sl.file_id,
+            sl.base_file.path,
+            (),
+            self.columns,
+            filters,
+            sl.base_file.size,
         )
 
     def _snapshot_spec(
@@ -386,8 +395,12 @@ class _Planner:
                 self.event_time,
                 columns,
                 filters,
+                size=sl.total_size(),
             )
-        return SliceReadSpec(self.storage.base_uri, sl.partition_path, sl.file_id, base, (), columns, filters)
+        size = sl.base_file.size if sl.base_file else 0
+        return SliceReadSpec(
+            self.storage.base_uri, sl.partition_path, sl.file_id, base, (), columns, filters, size
+        )
 
     def _delete_probes(self, touched: dict[tuple[str, str], _Touched]) -> list[DeleteProbeSpec]:
         # (instant, replaced?) -> the file groups it deleted from, with their prevCommit.

@@ -58,6 +58,8 @@ class MorSliceSpec:
     filters: tuple[Filter, ...] = ()
     # Incremental reads: only blocks of instants in ``(start, end]`` count.
     instant_range: tuple[str | None, str | None] | None = None
+    # Bytes of the files the read opens (base file and logs): Spark reads pack tasks by it.
+    size: int = 0
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ class SliceReadSpec:
     log_file_paths: tuple[str, ...] = ()
     columns: tuple[str, ...] | None = None
     filters: tuple[Filter, ...] = field(default_factory=tuple)
+    # Bytes of the files the read opens (the base file): Spark reads pack tasks by it.
+    size: int = 0
 
 
 def plan_slices(
@@ -41,6 +43,7 @@ def plan_slices(
             tuple(lf.path for lf in s.log_files),
             tuple(columns) if columns is not None else None,
             tuple(tuple(f) for f in filters or ()),
+            s.base_file.size if s.base_file else 0,
         )
         for s in slices
     ]

@@ -5,8 +5,9 @@ After :func:`register`, ``spark.read.format("shoal").load(path)`` reads a table,
 and ``df.write.format("shoal").mode("append").save(path)`` inserts into one, with Hudi's option
 names.
 
-Reads are planned by the same planner as ``Table.read`` / ``Table.read_incremental``: one Spark
-task per file slice, each running the local executor's task function (:mod:`shoal.spark.read`).
+Reads are planned by the same planner as ``Table.read`` / ``Table.read_incremental``: one task
+per file slice, each running the local executor's task function (:mod:`shoal.spark.read`), packed
+into Spark partitions as Spark packs parquet files (:mod:`shoal.spark.splits`).
 A Python data source hands Spark every row through Arrow batches, which the JVM turns into rows
 and copies once more: even batches already in memory take about 1.3-1.9 times as long as Spark's
 parquet scan of the same files (``benches/spark_read.py``). :func:`shoal.spark.read` scans base
@@ -69,6 +70,7 @@ from shoal.spark.read import (
     plan_read,
     spark_schema,
 )
+from shoal.spark.splits import SplitPolicy
 from shoal.spark.stream import ShoalStreamReader, read_partition, slice_partitions, split_stream_options
 from shoal.table import Table
 from shoal.timeline.commit_metadata import WriteStat
@@ -114,8 +116,17 @@ _READ_ALIASES = {
 
 
 def register(spark: SparkSession) -> None:
-    """Registers the ``shoal`` data source with ``spark``."""
-    spark.dataSource.register(ShoalDataSource)
+    """Registers the ``shoal`` data source with ``spark``.
+
+    Reads pack file slices into Spark partitions as Spark packs parquet files, by the session's
+    ``spark.sql.files.maxPartitionBytes``, ``spark.sql.files.openCostInBytes`` and default
+    parallelism (``spark.sql.files.minPartitionNum`` when set) as they are now: register again
+    after changing them.
+    """
+    policy = SplitPolicy.of_session(spark)
+    # A class of this session's own: Spark pickles the registered class by value, policy and all.
+    source = type(ShoalDataSource.__name__, (ShoalDataSource,), {"split_policy": policy})
+    spark.dataSource.register(source)
 
 
 # ---- options ------------------------------------------------------------------------------------
@@ -215,6 +226,12 @@ def _parse_filters(text: str | None) -> tuple[Filter, ...]:
 class ShoalDataSource(DataSource):
     """``spark.read.format("shoal")`` and ``df.write.format("shoal")``."""
 
+    # How reads pack file slices into Spark partitions. Spark plans a Python data source in a
+    # Python process that cannot see the session's conf: :func:`register` takes it from the
+    # session when it registers the source; registered as it is, the source packs by Spark's
+    # defaults and this machine's cores.
+    split_policy = SplitPolicy()
+
     @classmethod
     def name(cls) -> str:
         return "shoal"
@@ -227,7 +244,7 @@ class ShoalDataSource(DataSource):
         return spark_schema(arrow)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return ShoalReader(read_options(self.options), schema)
+        return ShoalReader(read_options(self.options), schema, self.split_policy)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         stream, rest = split_stream_options(self.options)
@@ -247,7 +264,13 @@ class ShoalDataSource(DataSource):
                 "was written with hoodie.populate.meta.fields=false"
             )
         return ShoalStreamReader(
-            opts.path, opts.filters, opts.include_deletes, opts.fallback_full_scan, stream, schema
+            opts.path,
+            opts.filters,
+            opts.include_deletes,
+            opts.fallback_full_scan,
+            stream,
+            schema,
+            self.split_policy,
         )
 
     def writer(self, schema: StructType, overwrite: bool) -> ShoalWriter:
@@ -255,10 +278,12 @@ class ShoalDataSource(DataSource):
 
 
 class ShoalReader(DataSourceReader):
-    """Plans one task per file slice and reads each with the local task function."""
+    """Plans one task per file slice, packs the tasks into Spark partitions by size, and reads
+    each with the local task function."""
 
-    def __init__(self, options: ReadOptions, schema: StructType) -> None:
+    def __init__(self, options: ReadOptions, schema: StructType, policy: SplitPolicy) -> None:
         self.options = options
+        self.policy = policy
         # The columns Spark declared (the table's, the ``columns`` option's or a user schema's).
         self.columns = tuple(schema.names)
         # Python data source batches are checked against the UTC form of the schema.
@@ -277,7 +302,7 @@ class ShoalReader(DataSourceReader):
             o.include_deletes,
             o.fallback_full_scan,
         )
-        return slice_partitions(job)
+        return slice_partitions(job, self.policy)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition, self.target)

@@ -9,8 +9,9 @@ slice and hands Spark Arrow batches of the declared schema. The ``shoal`` data s
 slices without log files, read-optimized reads) to Spark's own parquet reader, as Hudi's Spark
 integration does: moving rows from Python into the JVM costs more than Spark decoding the file
 itself. Only slices that need shoal (log files to merge, files whose column types Spark would read
-differently, incremental reads) run as ``mapInArrow`` tasks, one per slice; the two parts are
-unioned.
+differently, incremental reads) run as ``mapInArrow`` tasks; the two parts are unioned. Those
+tasks are packed into Spark partitions by their files' sizes as Spark packs files
+(:mod:`shoal.spark.splits`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from shoal.fs.storage import Storage
 from shoal.read import incremental as inc
 from shoal.read.filters import Filter, columns_of, to_expression
 from shoal.read.snapshot import SliceReadSpec
+from shoal.spark.splits import SplitPolicy, pack
 from shoal.table import Table, _read_slice
 from shoal.write.schema import IS_DELETED_COLUMN, META_COLUMNS
 
@@ -53,6 +55,12 @@ class ReadTask:
 
     changes: tuple[inc.ReadSpec, ...]
     deletes: tuple[inc.DeleteProbeSpec, ...] = ()
+
+    @property
+    def size(self) -> int:
+        """Bytes of the files the task opens (Spark partitions are packed by it)."""
+        probes = (p.before.size + (p.after.size if p.after is not None else 0) for p in self.deletes)
+        return sum(spec.size for spec in self.changes) + sum(probes)
 
 
 @dataclass(frozen=True)
@@ -290,12 +298,16 @@ class _SliceRunner:
     job: ReadJob
     target: pa.Schema
 
+    # The tasks of each Spark partition (indexes into the job's tasks).
+    partitions: tuple[tuple[int, ...], ...]
+
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         storage = storage_for(self.job.base_uri)
         for batch in batches:
-            for task_id in batch.column(0).to_pylist():
-                for piece in iter_task(self.job, self.job.tasks[task_id], storage):
-                    yield from conform(piece, self.target)
+            for partition in batch.column(0).to_pylist():
+                for task_id in self.partitions[partition]:
+                    for piece in iter_task(self.job, self.job.tasks[task_id], storage):
+                        yield from conform(piece, self.target)
 
 
 # ---- base files through Spark's parquet reader ----------------------------------------------------
@@ -564,9 +576,11 @@ def read(
     driver: the DataFrame reads the table as of this call.
 
     Slices that are a base file alone are scanned by Spark's parquet reader (see
-    :func:`split_native`; ``native_scan=False`` reads them with shoal's tasks too); the others
-    run as one Spark task per file slice (per partition path for incremental reads with
-    deletes), merging log files as ``Table.read`` does.
+    :func:`split_native`; ``native_scan=False`` reads them with shoal's tasks too). The others
+    run as shoal tasks, one per file slice (per partition path for incremental reads with
+    deletes), merging log files as ``Table.read`` does; they are packed into Spark partitions
+    by size under the session's ``spark.sql.files.maxPartitionBytes`` and
+    ``spark.sql.files.openCostInBytes``, as Spark packs parquet files.
     """
     job = plan_read(
         path, columns, filters, query_type, as_of, start, end, include_deletes, fallback_full_scan
@@ -578,8 +592,10 @@ def read(
     frames = [] if scan is None else [native_frame(spark, scan)]
     if rest:
         timezone = spark.conf.get("spark.sql.session.timeZone") or "UTC"
-        runner = _SliceRunner(replace(job, tasks=rest), arrow_target(struct, timezone))
-        frames.append(spark.range(0, len(rest), 1, len(rest)).mapInArrow(runner, struct))
+        partitions = tuple(map(tuple, pack([t.size for t in rest], SplitPolicy.of_session(spark))))
+        runner = _SliceRunner(replace(job, tasks=rest), arrow_target(struct, timezone), partitions)
+        n = len(partitions)
+        frames.append(spark.range(0, n, 1, n).mapInArrow(runner, struct))
     return functools.reduce(DataFrame.unionByName, frames)
 
 

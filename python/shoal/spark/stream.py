@@ -1,13 +1,13 @@
 """Spark Structured Streaming from a shoal table: ``spark.readStream.format("shoal").load(path)``.
 
-Each micro-batch is an incremental read of the instants completed since the previous one,
-planned and read like ``spark.read.format("shoal")`` with ``query_type=incremental`` (one task per
-file slice). The offset is the stream's checkpoint position on the incremental axis, as with
-``Table.stream``: the requested time of the last instant read (table version 6) or its
-completion time (version 8). On version 6 a batch never passes the oldest pending write, so an
-instant that completes late is not skipped (:func:`shoal.read.stream.ready_instants`). Spark
-stores the offsets in the query's checkpoint location: a restarted query goes on after the last
-batch it committed.
+Each micro-batch is an incremental read of the instants completed since the previous one, planned
+and read like ``spark.read.format("shoal")`` with ``query_type=incremental`` (one task per file
+slice, packed into Spark partitions by size). The offset is the stream's checkpoint position on the
+incremental axis, as with ``Table.stream``: the requested time of the last instant read (table
+version 6) or its completion time (version 8). On version 6 a batch never passes the oldest pending
+write, so an instant that completes late is not skipped (:func:`shoal.read.stream.ready_instants`).
+Spark stores the offsets in the query's checkpoint location: a restarted query goes on after the
+last batch it committed.
 
 Options, besides the read options of an incremental read (``columns``, ``filters``,
 ``include_deletes``, which needs ``query_type=incremental`` too, and
@@ -42,6 +42,7 @@ from shoal.spark.read import (
     storage_for,
     without_tasks,
 )
+from shoal.spark.splits import SplitPolicy, pack
 from shoal.table import Table
 
 START_OFFSET = "hoodie.datasource.streaming.startOffset"
@@ -91,28 +92,31 @@ def split_stream_options(options: Mapping[str, str]) -> tuple[StreamOptions, dic
 
 
 class SlicePartition(InputPartition):
-    """One planned read task (a file slice, or a partition's changes and deletes), with the
-    read's shared part (plain data)."""
+    """Planned read tasks (each a file slice, or a partition's changes and deletes) that one
+    Spark task reads in turn, with the read's shared part (plain data)."""
 
-    def __init__(self, job: ReadJob, task: ReadTask) -> None:
+    def __init__(self, job: ReadJob, tasks: tuple[ReadTask, ...]) -> None:
         self.job = job
-        self.task = task
+        self.tasks = tasks
 
 
-def slice_partitions(job: ReadJob) -> list[InputPartition]:
-    """One Spark partition per planned task, each carrying the read's shared part."""
+def slice_partitions(job: ReadJob, policy: SplitPolicy) -> list[InputPartition]:
+    """The planned tasks packed into Spark partitions by size, each partition carrying the
+    read's shared part."""
     shared = without_tasks(job)
-    return [SlicePartition(shared, task) for task in job.tasks]
+    packed = pack([t.size for t in job.tasks], policy)
+    return [SlicePartition(shared, tuple(job.tasks[i] for i in tasks)) for tasks in packed]
 
 
 def read_partition(partition: InputPartition, target: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """The rows of one planned task as batches of ``target`` (Spark reads one empty
+    """The rows of one partition's tasks as batches of ``target`` (Spark reads one empty
     ``InputPartition(None)`` when a plan has no task)."""
     if not isinstance(partition, SlicePartition):
         return
     storage = storage_for(partition.job.base_uri)
-    for piece in iter_task(partition.job, partition.task, storage):
-        yield from conform(piece, target)
+    for task in partition.tasks:
+        for piece in iter_task(partition.job, task, storage):
+            yield from conform(piece, target)
 
 
 class ShoalStreamReader(DataSourceStreamReader):
@@ -126,8 +130,10 @@ class ShoalStreamReader(DataSourceStreamReader):
         fallback_full_scan: bool,
         stream: StreamOptions,
         schema: StructType,
+        policy: SplitPolicy,
     ) -> None:
         self.path = path
+        self.policy = policy
         self.filters = tuple(filters)
         self.include_deletes = include_deletes
         self.fallback_full_scan = fallback_full_scan
@@ -174,7 +180,7 @@ class ShoalStreamReader(DataSourceStreamReader):
             self.include_deletes,
             self.fallback_full_scan,
         )
-        return slice_partitions(job)
+        return slice_partitions(job, self.policy)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition, self.target)
