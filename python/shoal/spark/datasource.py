@@ -9,7 +9,7 @@ Reads are planned by the same planner as ``Table.read`` / ``Table.read_increment
 per file slice, each running the local executor's task function (:mod:`shoal.spark.read`), packed
 into Spark partitions as Spark packs parquet files (:mod:`shoal.spark.splits`).
 A Python data source hands Spark every row through Arrow batches, which the JVM turns into rows
-and copies once more: even batches already in memory take about 1.3-1.9 times as long as Spark's
+and copies once more: even batches already in memory take about 1.15-1.3 times as long as Spark's
 parquet scan of the same files (``benches/spark_read.py``). :func:`shoal.spark.read` scans base
 files with Spark's own parquet reader instead, and is the fast path.
 Spark gives a Python data source no column pruning (``read`` sees every column after a
