@@ -64,6 +64,29 @@ def test_without_a_session_the_policy_spreads_over_this_machines_cores():
     assert len(pack(sizes, SplitPolicy())) == cores
 
 
+class _ConnectLike:
+    """A session without a SparkContext, as Spark Connect's, with the given conf."""
+
+    def __init__(self, conf: dict[str, str]) -> None:
+        self.conf = self
+        self._conf = conf
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self._conf.get(key, default)
+
+    @property
+    def sparkContext(self):
+        raise NotImplementedError("[NOT_IMPLEMENTED] sparkContext() is not implemented.")
+
+
+def test_a_session_without_a_spark_context_takes_the_conf_or_this_machines_cores():
+    policy = SplitPolicy.of_session(_ConnectLike({"spark.default.parallelism": "6", OPEN_COST_BYTES: "1m"}))
+    assert policy == SplitPolicy(128 << 20, 1 << 20, 6)
+    assert SplitPolicy.of_session(_ConnectLike({})) == SplitPolicy()
+    with pytest.raises(InvalidOptionError, match=r"spark\.default\.parallelism must be a positive integer"):
+        SplitPolicy.of_session(_ConnectLike({"spark.default.parallelism": "zero"}))
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [("134217728", 134217728), ("128m", 128 << 20), ("128MB", 128 << 20), ("4 kb", 4096), ("1g", 1 << 30)],

@@ -28,6 +28,7 @@ MAX_PARTITION_BYTES = "spark.sql.files.maxPartitionBytes"
 OPEN_COST_BYTES = "spark.sql.files.openCostInBytes"
 MIN_PARTITIONS = "spark.sql.files.minPartitionNum"
 LEAF_PARALLELISM = "spark.sql.leafNodeDefaultParallelism"
+DEFAULT_PARALLELISM = "spark.default.parallelism"
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 _BYTES = re.compile(r"^\s*(\d+)\s*([kmgtp]?)b?\s*$", re.IGNORECASE)
@@ -52,7 +53,7 @@ class SplitPolicy:
         return cls(
             parse_bytes(max_bytes, MAX_PARTITION_BYTES) if max_bytes else cls.max_partition_bytes,
             parse_bytes(open_cost, OPEN_COST_BYTES) if open_cost else cls.open_cost_bytes,
-            _positive(minimum, MIN_PARTITIONS) if minimum else spark.sparkContext.defaultParallelism,
+            _positive(minimum, MIN_PARTITIONS) if minimum else _default_parallelism(spark),
         )
 
     def max_split_bytes(self, sizes: Sequence[int]) -> int:
@@ -77,6 +78,15 @@ def pack(sizes: Sequence[int], policy: SplitPolicy) -> list[list[int]]:
     if current:
         partitions.append(current)
     return partitions
+
+
+def _default_parallelism(spark: SparkSession) -> int:
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except (AttributeError, NotImplementedError):
+        # A Spark Connect session has no SparkContext: its conf, else this machine's cores.
+        value = spark.conf.get(DEFAULT_PARALLELISM, None)
+        return _positive(value, DEFAULT_PARALLELISM) if value else 0
 
 
 def parse_bytes(text: str, name: str) -> int:
