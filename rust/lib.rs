@@ -4,6 +4,7 @@
 //! compiled with the `python` feature so that `cargo test` and `cargo bench` need no Python.
 
 pub mod avro;
+pub mod base_file;
 pub mod bloom;
 pub mod error;
 pub mod keysort;

@@ -69,6 +69,21 @@ def keys_held_by(probe: pa.Array | Any, stored: pa.Array | Any) -> pa.BooleanArr
     """For each key of ``probe``, whether ``stored`` holds it (null keys: false); both string or
     binary arrays."""
 
+# --- base file decoding (rust/base_file) ---------------------------------------------------------
+
+class BaseFileReader:
+    """The record batches of a local base file, decoded with the GIL released. ``columns``: the
+    top-level columns to decode (file order; names the file lacks are skipped). Raises
+    UnsupportedError at open for a codec the core lacks, CorruptDataError for bytes that are not
+    a readable parquet file, OSError when the file cannot be opened."""
+
+    def __init__(self, path: str, columns: list[str] | None = None, batch_size: int = 65536) -> None: ...
+    @property
+    def schema(self) -> pa.Schema:
+        """The batches' schema."""
+    def __iter__(self) -> BaseFileReader: ...
+    def __next__(self) -> pa.RecordBatch: ...
+
 # --- spliced base files (rust/splice) ------------------------------------------------------------
 
 def splice_base_file(

@@ -3,6 +3,7 @@
 use pyo3::prelude::*;
 
 mod avro;
+mod base_file;
 mod bloom;
 mod errors;
 mod keysort;
@@ -16,6 +17,7 @@ mod splice;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     avro::register(m)?;
+    base_file::register(m)?;
     bloom::register(m)?;
     keysort::register(m)?;
     logformat::register(m)?;
