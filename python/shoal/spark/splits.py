@@ -30,7 +30,7 @@ MIN_PARTITIONS = "spark.sql.files.minPartitionNum"
 LEAF_PARALLELISM = "spark.sql.leafNodeDefaultParallelism"
 DEFAULT_PARALLELISM = "spark.default.parallelism"
 
-_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
 _BYTES = re.compile(r"^\s*(\d+)\s*([kmgtp]?)b?\s*$", re.IGNORECASE)
 
 
