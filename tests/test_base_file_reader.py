@@ -15,7 +15,7 @@ import shoal
 from shoal import _native
 from shoal.errors import CorruptDataError, UnsupportedError
 from shoal.fs.storage import Storage
-from shoal.read.snapshot import SliceReadSpec
+from shoal.read.snapshot import SliceReadSpec, native_batches, read_base_slice
 from tests.test_fixtures import ALL_FIXTURES
 
 # The module (``shoal.spark.read`` on the package is the function); it needs pyspark.
@@ -67,7 +67,7 @@ def test_a_table_written_by_shoal_decodes_in_batches_with_projection(tmp_path):
 
 
 def test_bad_files_are_typed_errors(tmp_path):
-    with pytest.raises(FileNotFoundError, match="missing.parquet"):
+    with pytest.raises(FileNotFoundError, match=r"missing\.parquet"):
         _native.BaseFileReader(str(tmp_path / "missing.parquet"))
     junk = tmp_path / "junk.parquet"
     junk.write_bytes(b"PAR1 this is not a parquet file PAR1")
@@ -97,7 +97,7 @@ def test_a_codec_the_core_lacks_is_read_with_pyarrow(tmp_path):
     with pytest.raises(UnsupportedError, match="LZ4"):
         _native.BaseFileReader(str(path))
     spec, storage = _slice(path, ("v",), [("v", ">=", 2990)])
-    assert spark_read.native_batches(storage, path.name, pq.read_schema(path), ["v"]) is None
+    assert native_batches(storage, path.name, pq.read_schema(path), ["v"], 1024) is None
     pieces = list(spark_read.iter_base_slice(spec, storage))
     assert pa.concat_tables(pieces).column("v").to_pylist() == list(range(2990, 3000))
 
@@ -113,11 +113,12 @@ def test_a_column_the_core_types_otherwise_is_read_with_pyarrow(tmp_path):
     assert _native.BaseFileReader(str(path)).schema.field("d").type == pa.date64()
     assert schema.field("d").type == pa.date32()
     spec, storage = _slice(path)
-    assert spark_read.native_batches(storage, path.name, schema, None) is None
+    assert native_batches(storage, path.name, schema, None, 1024) is None
     # Without the differing column the core reads the file.
-    assert spark_read.native_batches(storage, path.name, schema, ["v"]) is not None
+    assert native_batches(storage, path.name, schema, ["v"], 1024) is not None
     streamed = pa.concat_tables(spark_read.iter_base_slice(spec, storage))
     assert streamed.equals(pq.read_table(path))
+    assert read_base_slice(spec, storage).equals(pq.read_table(path))
 
 
 def test_local_base_slices_stream_through_the_core(tmp_path):
@@ -127,8 +128,28 @@ def test_local_base_slices_stream_through_the_core(tmp_path):
     (task,) = job.tasks
     (spec,) = task.changes
     schema = pq.read_schema(table.storage.full_path(spec.base_file_path))
-    reader = spark_read.native_batches(table.storage, spec.base_file_path, schema, ["v", "id"])
+    reader = native_batches(table.storage, spec.base_file_path, schema, ["v", "id"], 1024)
     assert isinstance(reader, _native.BaseFileReader)
     streamed = pa.concat_tables(spark_read.iter_task(job, task, table.storage))
     assert streamed.column_names == ["v"]
     assert streamed.column("v").to_pylist() == list(range(100))
+
+
+def test_local_reads_through_the_core_are_what_pyarrow_reads(tmp_path, monkeypatch):
+    """``read_base_slice`` (``Table.read``'s task): with the core, the same table as pyarrow
+    gives, column order and schema metadata (the footer's key-value pairs) included."""
+    table = shoal.Table.create(tmp_path / "t", "t", record_key="id")
+    n = 3000
+    table.bulk_insert(pa.table({"id": [f"{i:05d}" for i in range(n)], "v": list(range(n)), "w": [1.5] * n}))
+    (projected,) = spark_read.plan_read(table.path, ["w", "id"], [("v", ">=", 2990)]).tasks[0].changes
+    whole = SliceReadSpec(projected.base_uri, "", projected.file_id, projected.base_file_path)
+    schema = pq.read_schema(table.storage.full_path(whole.base_file_path))
+    assert native_batches(table.storage, whole.base_file_path, schema, None, 1024) is not None
+    with_core = [read_base_slice(s, table.storage) for s in (projected, whole)]
+    monkeypatch.setattr("shoal.read.snapshot.native_batches", lambda *a: None)
+    without = [read_base_slice(s, table.storage) for s in (projected, whole)]
+    for ours, theirs in zip(with_core, without, strict=True):
+        assert ours.equals(theirs, check_metadata=True)
+    assert with_core[0].column_names == ["w", "id"]
+    assert with_core[0].num_rows == 10
+    assert with_core[1].schema.metadata and b"hoodie_min_record_key" in with_core[1].schema.metadata

@@ -8,9 +8,14 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from shoal import _native
+from shoal.errors import CorruptDataError, UnsupportedError
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice
 from shoal.read.filters import Filter, to_expression
+
+# A local read takes a base file whole: batches as large as its row groups.
+_WHOLE_FILE_ROWS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -59,12 +64,40 @@ def read_base_slice(spec: SliceReadSpec, storage: Storage | None = None) -> pa.T
         pf = pq.ParquetFile(f)
         available = pf.schema_arrow.names
         columns = None if spec.columns is None else [c for c in spec.columns if c in available]
-        table = pf.read(columns=_with_filter_columns(columns, spec.filters, available))
+        wanted = _with_filter_columns(columns, spec.filters, available)
+        reader = native_batches(storage, spec.base_file_path, pf.schema_arrow, wanted, _WHOLE_FILE_ROWS)
+        if reader is None:
+            table = pf.read(columns=wanted)
+        else:
+            table = pa.Table.from_batches(list(reader), schema=reader.schema)
+            # As pyarrow reads it: the requested column order, the footer's key-value metadata.
+            if wanted is not None:
+                table = table.select(wanted)
+            table = table.replace_schema_metadata(pf.schema_arrow.metadata)
     if expr is not None:
         table = table.filter(expr)
         if columns is not None:
             table = table.select(columns)
     return table
+
+
+def native_batches(
+    storage: Storage, path: str, schema: pa.Schema, columns: list[str] | None, batch_size: int
+) -> _native.BaseFileReader | None:
+    """The base file's batches decoded by shoal's Rust core, or None to read them with pyarrow.
+
+    The core decodes about twice as fast as pyarrow on one core. It is used when the file is
+    local, the core has the file's codecs, and it gives every column the type pyarrow gives it
+    (``schema``, pyarrow's schema of the file), so the rows are the same either way."""
+    if not storage.is_local:
+        return None
+    try:
+        reader = _native.BaseFileReader(storage.full_path(path), columns, batch_size)
+    except (UnsupportedError, CorruptDataError):
+        return None  # a codec the core lacks, or a footer only pyarrow reads
+    if any(field.type != schema.field(field.name).type for field in reader.schema):
+        return None
+    return reader
 
 
 def _with_filter_columns(

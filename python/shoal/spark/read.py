@@ -32,12 +32,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType, TimestampNTZType
 
-from shoal import _native
-from shoal.errors import CorruptDataError, InvalidArgumentError, UnsupportedError
+from shoal.errors import InvalidArgumentError, UnsupportedError
 from shoal.fs.storage import Storage
 from shoal.read import incremental as inc
 from shoal.read.filters import Filter, columns_of, to_expression
-from shoal.read.snapshot import SliceReadSpec
+from shoal.read.snapshot import SliceReadSpec, native_batches
 from shoal.spark.splits import SplitPolicy, pack
 from shoal.table import Table, _read_slice
 from shoal.write.schema import IS_DELETED_COLUMN, META_COLUMNS
@@ -215,7 +214,7 @@ def iter_base_slice(spec: SliceReadSpec, storage: Storage) -> Iterator[pa.Table]
         wanted = None
         if columns is not None:
             wanted = columns + [c for c in columns_of(spec.filters) if c not in columns and c in available]
-        batches = native_batches(storage, spec.base_file_path, pf.schema_arrow, wanted)
+        batches = native_batches(storage, spec.base_file_path, pf.schema_arrow, wanted, STREAM_BATCH_ROWS)
         if batches is None:
             batches = pf.iter_batches(batch_size=STREAM_BATCH_ROWS, columns=wanted)
         for batch in batches:
@@ -225,26 +224,6 @@ def iter_base_slice(spec: SliceReadSpec, storage: Storage) -> Iterator[pa.Table]
             if columns is not None and piece.column_names != columns:
                 piece = piece.select(columns)
             yield piece
-
-
-def native_batches(
-    storage: Storage, path: str, schema: pa.Schema, columns: list[str] | None
-) -> Iterator[pa.RecordBatch] | None:
-    """The base file's batches decoded by shoal's Rust core, or None to read them with pyarrow.
-
-    A Spark read waits on this decode: the core decodes about twice as fast as pyarrow on one
-    core. It is used when the file is local, the core has the file's codecs, and it gives every
-    column the type pyarrow gives it (``schema``, pyarrow's schema of the file), so the rows
-    are the same either way."""
-    if not storage.is_local:
-        return None
-    try:
-        reader = _native.BaseFileReader(storage.full_path(path), columns, STREAM_BATCH_ROWS)
-    except (UnsupportedError, CorruptDataError):
-        return None  # a codec the core lacks, or a footer only pyarrow reads
-    if any(field.type != schema.field(field.name).type for field in reader.schema):
-        return None
-    return reader
 
 
 _STORAGES: dict[str, Storage] = {}
