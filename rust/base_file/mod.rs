@@ -1,5 +1,6 @@
-//! Decoding base files (parquet) into Arrow record batches, for reads that hand every row to
-//! another engine (Spark's Python data source) and so pay for the decode on its critical path.
+//! Decoding base files (parquet) into Arrow record batches: snapshot reads, and Spark tasks that
+//! hand every row to the JVM and so wait on the decode. The Python side uses it where it gives
+//! each column the type pyarrow would, and reads the file with pyarrow otherwise.
 //!
 //! Only column chunks compressed with a codec this build carries are read here; a file with any
 //! other codec is `Unsupported` at open, before a batch is decoded, so the caller can read it
