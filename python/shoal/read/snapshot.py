@@ -64,7 +64,7 @@ def read_base_slice(spec: SliceReadSpec, storage: Storage | None = None) -> pa.T
         pf = pq.ParquetFile(f)
         available = pf.schema_arrow.names
         columns = None if spec.columns is None else [c for c in spec.columns if c in available]
-        wanted = _with_filter_columns(columns, spec.filters, available)
+        wanted = read_columns(columns, spec.filters, available)
         reader = native_batches(storage, spec.base_file_path, pf.schema_arrow, wanted, _WHOLE_FILE_ROWS)
         if reader is None:
             table = pf.read(columns=wanted)
@@ -100,13 +100,15 @@ def native_batches(
     return reader
 
 
-def _with_filter_columns(
+def read_columns(
     columns: list[str] | None, filters: Sequence[Filter], available: list[str]
 ) -> list[str] | None:
+    """The columns to read from a file for ``columns`` (None: all): them, then the filters'
+    other columns the file has (dropped after filtering)."""
     if columns is None:
         return None
     extra = [f[0] for f in filters if f[0] not in columns and f[0] in available]
-    return columns + extra
+    return columns + list(dict.fromkeys(extra))
 
 
 def unify(tables: Sequence[pa.Table], columns: Sequence[str] | None) -> pa.Table:
