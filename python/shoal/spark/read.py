@@ -35,8 +35,8 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructT
 from shoal.errors import InvalidArgumentError, UnsupportedError
 from shoal.fs.storage import Storage
 from shoal.read import incremental as inc
-from shoal.read.filters import Filter, columns_of, to_expression
-from shoal.read.snapshot import SliceReadSpec, native_batches
+from shoal.read.filters import Filter, to_expression
+from shoal.read.snapshot import SliceReadSpec, native_batches, read_columns
 from shoal.spark.splits import SplitPolicy, pack
 from shoal.table import Table, _read_slice
 from shoal.write.schema import IS_DELETED_COLUMN, META_COLUMNS
@@ -211,9 +211,7 @@ def iter_base_slice(spec: SliceReadSpec, storage: Storage) -> Iterator[pa.Table]
         pf = pq.ParquetFile(f)
         available = pf.schema_arrow.names
         columns = None if spec.columns is None else [c for c in spec.columns if c in available]
-        wanted = None
-        if columns is not None:
-            wanted = columns + [c for c in columns_of(spec.filters) if c not in columns and c in available]
+        wanted = read_columns(columns, spec.filters, available)
         batches = native_batches(storage, spec.base_file_path, pf.schema_arrow, wanted, STREAM_BATCH_ROWS)
         if batches is None:
             batches = pf.iter_batches(batch_size=STREAM_BATCH_ROWS, columns=wanted)
