@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from shoal import _native
 from shoal.fs.storage import Storage
 from shoal.read.filters import Filter, to_expression
+from shoal.read.snapshot import read_base_file
 from shoal.write.schema import IS_DELETED_COLUMN
 
 RECORD_KEY = "_hoodie_record_key"
@@ -163,7 +164,7 @@ def merge_mor_slice(
     blocks that count; no projection or filter."""
     storage = storage or Storage(spec.base_uri)
     if base is None:
-        base = _read_base(storage, spec.base_file_path)
+        base = _read_base(storage, spec)
     blocks = _native.scan_log_files(
         [storage.full_path(p) for p in spec.log_file_paths],
         list(spec.completed_instants),
@@ -198,11 +199,17 @@ def merge_mor_slice(
     return SliceMerge(base, base_keep, survivors, entries, len(blocks))
 
 
-def _read_base(storage: Storage, path: str | None) -> pa.Table | None:
-    if path is None:
+def _read_base(storage: Storage, spec: MorSliceSpec) -> pa.Table | None:
+    """The base file's rows, with the columns the read returns or filters on and those the merge
+    decides by (all of them when the read projects none)."""
+    if spec.base_file_path is None:
         return None
-    with storage.open_input_file(path) as f:
-        return pq.read_table(f)
+    columns = None
+    if spec.columns is not None:
+        merge_by = [RECORD_KEY] + ([spec.ordering_field] if spec.ordering_field else [])
+        filtered_by = [f[0] for f in spec.filters]
+        columns = list(dict.fromkeys([*spec.columns, *merge_by, *filtered_by]))
+    return read_base_file(storage, spec.base_file_path, columns)
 
 
 def _block_records(block: _native.LogBlock) -> pa.Table:

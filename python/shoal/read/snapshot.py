@@ -59,13 +59,23 @@ def read_base_slice(spec: SliceReadSpec, storage: Storage | None = None) -> pa.T
     if spec.base_file_path is None:
         return pa.table({})
     storage = storage or Storage(spec.base_uri)
-    expr = to_expression(spec.filters)
-    with storage.open_input_file(spec.base_file_path) as f:
+    return read_base_file(storage, spec.base_file_path, spec.columns, spec.filters)
+
+
+def read_base_file(
+    storage: Storage, path: str, columns: Sequence[str] | None = None, filters: Sequence[Filter] = ()
+) -> pa.Table:
+    """The rows of a base file that pass ``filters``, with those of ``columns`` the file has, in
+    that order (None: all of its columns), exactly as pyarrow reads them: the same types and the
+    footer's key-value metadata on the schema. Decoded by the Rust core where
+    :func:`native_batches` allows it, by pyarrow otherwise."""
+    expr = to_expression(filters)
+    with storage.open_input_file(path) as f:
         pf = pq.ParquetFile(f)
         available = pf.schema_arrow.names
-        columns = None if spec.columns is None else [c for c in spec.columns if c in available]
-        wanted = read_columns(columns, spec.filters, available)
-        reader = native_batches(storage, spec.base_file_path, pf.schema_arrow, wanted, _WHOLE_FILE_ROWS)
+        present = None if columns is None else [c for c in columns if c in available]
+        wanted = read_columns(present, filters, available)
+        reader = native_batches(storage, path, pf.schema_arrow, wanted, _WHOLE_FILE_ROWS)
         if reader is None:
             table = pf.read(columns=wanted)
         else:
@@ -76,8 +86,8 @@ def read_base_slice(spec: SliceReadSpec, storage: Storage | None = None) -> pa.T
             table = table.replace_schema_metadata(pf.schema_arrow.metadata)
     if expr is not None:
         table = table.filter(expr)
-        if columns is not None:
-            table = table.select(columns)
+        if present is not None:
+            table = table.select(present)
     return table
 
 
