@@ -15,7 +15,7 @@ import shoal
 from shoal import _native
 from shoal.errors import CorruptDataError, UnsupportedError
 from shoal.fs.storage import Storage
-from shoal.read.snapshot import SliceReadSpec, native_batches, read_base_slice
+from shoal.read.snapshot import SliceReadSpec, native_batches, read_base_file, read_base_slice
 from tests.test_fixtures import ALL_FIXTURES
 
 # The module (``shoal.spark.read`` on the package is the function); it needs pyspark.
@@ -39,6 +39,9 @@ def test_hudi_base_files_decode_as_pyarrow_decodes_them(fixture_table, name):
         # Types and values alike: Spark reads of these files go through the core.
         assert ours.schema.equals(theirs.schema), f
         assert ours.equals(theirs), f
+        # Table.read's: exactly pyarrow's table, nested names and metadata included.
+        read = read_base_file(Storage(str(f.parent)), f.name)
+        assert read.equals(theirs, check_metadata=True), f
 
 
 def test_a_table_written_by_shoal_decodes_in_batches_with_projection(tmp_path):

@@ -105,7 +105,9 @@ def native_batches(
         reader = _native.BaseFileReader(storage.full_path(path), columns, batch_size)
     except (UnsupportedError, CorruptDataError):
         return None  # a codec the core lacks, or a footer only pyarrow reads
-    if any(field.type != schema.field(field.name).type for field in reader.schema):
+    # Strictly: types that pyarrow calls equal may still differ in nested names (a map's
+    # entries), which a schema comparison with metadata sees.
+    if any(not f.type.equals(schema.field(f.name).type, check_metadata=True) for f in reader.schema):
         return None
     return reader
 
