@@ -15,7 +15,9 @@ import shoal
 from shoal import _native
 from shoal.errors import CorruptDataError, UnsupportedError
 from shoal.fs.storage import Storage
-from shoal.read.snapshot import SliceReadSpec, native_batches, read_base_file, read_base_slice
+from shoal.read.decode import native_batches
+from shoal.read.snapshot import SliceReadSpec, read_base_file, read_base_slice
+from shoal.write.replaced_file import read_replaced_file
 from tests.test_fixtures import ALL_FIXTURES
 
 # The module (``shoal.spark.read`` on the package is the function); it needs pyspark.
@@ -42,6 +44,11 @@ def test_hudi_base_files_decode_as_pyarrow_decodes_them(fixture_table, name):
         # Table.read's: exactly pyarrow's table, nested names and metadata included.
         read = read_base_file(Storage(str(f.parent)), f.name)
         assert read.equals(theirs, check_metadata=True), f
+        # The same bytes in memory (how a compaction reads the base file it replaces).
+        in_memory = read_replaced_file(Storage(str(f.parent)), f.name)
+        reader = _native.BaseFileReader.from_bytes(in_memory.raw)
+        assert pa.Table.from_batches(list(reader), schema=reader.schema).equals(theirs), f
+        assert in_memory.rows().equals(theirs, check_metadata=True), f
 
 
 def test_a_table_written_by_shoal_decodes_in_batches_with_projection(tmp_path):
@@ -86,6 +93,15 @@ def test_bad_files_are_typed_errors(tmp_path):
         list(_native.BaseFileReader(str(damaged)))
     with pytest.raises(Exception, match="batch size must be positive"):
         _native.BaseFileReader(str(good), None, 0)
+    in_memory = pa.array(bytearray(data), pa.uint8())
+    with pytest.raises(CorruptDataError):
+        list(_native.BaseFileReader.from_bytes(in_memory))
+    with pytest.raises(CorruptDataError):
+        _native.BaseFileReader.from_bytes(pa.array(b"PAR1 junk PAR1", pa.uint8()))
+    with pytest.raises(shoal.InvalidArgumentError, match="must be uint8"):
+        _native.BaseFileReader.from_bytes(pa.array([1, 2, 3], pa.int64()))
+    with pytest.raises(shoal.InvalidArgumentError, match="hold nulls"):
+        _native.BaseFileReader.from_bytes(pa.array([1, None], pa.uint8()))
 
 
 def _slice(path: Path, columns=None, filters=()) -> tuple[SliceReadSpec, Storage]:
@@ -103,6 +119,7 @@ def test_a_codec_the_core_lacks_is_read_with_pyarrow(tmp_path):
     assert native_batches(storage, path.name, pq.read_schema(path), ["v"], 1024) is None
     pieces = list(spark_read.iter_base_slice(spec, storage))
     assert pa.concat_tables(pieces).column("v").to_pylist() == list(range(2990, 3000))
+    assert read_replaced_file(storage, path.name).rows().equals(rows)
 
 
 def test_a_column_the_core_types_otherwise_is_read_with_pyarrow(tmp_path):
@@ -119,6 +136,7 @@ def test_a_column_the_core_types_otherwise_is_read_with_pyarrow(tmp_path):
     assert native_batches(storage, path.name, schema, None, 1024) is None
     # Without the differing column the core reads the file.
     assert native_batches(storage, path.name, schema, ["v"], 1024) is not None
+    assert read_replaced_file(storage, path.name).rows().equals(pq.read_table(path))
     streamed = pa.concat_tables(spark_read.iter_base_slice(spec, storage))
     assert streamed.equals(pq.read_table(path))
     assert read_base_slice(spec, storage).equals(pq.read_table(path))

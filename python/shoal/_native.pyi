@@ -72,12 +72,17 @@ def keys_held_by(probe: pa.Array | Any, stored: pa.Array | Any) -> pa.BooleanArr
 # --- base file decoding (rust/base_file) ---------------------------------------------------------
 
 class BaseFileReader:
-    """The record batches of a local base file, decoded with the GIL released. ``columns``: the
-    top-level columns to decode (file order; names the file lacks are skipped). Raises
-    UnsupportedError at open for a codec the core lacks, CorruptDataError for bytes that are not
-    a readable parquet file, OSError when the file cannot be opened."""
+    """The record batches of a base file (a local file, or its bytes in memory), decoded with the
+    GIL released. ``columns``: the top-level columns to decode (file order; names the file lacks
+    are skipped). Raises UnsupportedError at open for a codec the core lacks, CorruptDataError
+    for bytes that are not a readable parquet file, OSError when the file cannot be opened."""
 
     def __init__(self, path: str, columns: list[str] | None = None, batch_size: int = 65536) -> None: ...
+    @staticmethod
+    def from_bytes(
+        data: pa.UInt8Array, columns: list[str] | None = None, batch_size: int = 65536
+    ) -> BaseFileReader:
+        """A reader over a base file's bytes in memory (not copied)."""
     @property
     def schema(self) -> pa.Schema:
         """The batches' schema."""

@@ -5,17 +5,20 @@ use std::sync::Mutex;
 
 use pyo3::exceptions::{PyFileNotFoundError, PyOSError};
 use pyo3::prelude::*;
-use pyo3_arrow::{PyRecordBatch, PySchema};
+use pyo3_arrow::{PyArray, PyRecordBatch, PySchema};
 
 use super::errors::to_py_err;
+use super::file_bytes::file_bytes;
 use crate::base_file::BaseFileBatches;
 
-/// The record batches of a local base file, decoded with the GIL released.
+/// The record batches of a base file, decoded with the GIL released.
 ///
-/// ``BaseFileReader(path, columns=None, batch_size=65536)``: ``columns`` are the top-level
-/// columns to decode (file order; names the file lacks are skipped). Raises UnsupportedError
-/// at open for a file compressed with a codec this build lacks, CorruptDataError for bytes that
-/// are not a readable parquet file, and OSError when the file cannot be opened.
+/// ``BaseFileReader(path, columns=None, batch_size=65536)`` reads a local file, and
+/// ``BaseFileReader.from_bytes(data, columns=None, batch_size=65536)`` a file in memory (``data``
+/// a ``pyarrow.UInt8Array`` over its bytes, not copied). ``columns`` are the top-level columns
+/// to decode (file order; names the file lacks are skipped). Raises UnsupportedError at open for
+/// a file compressed with a codec this build lacks, CorruptDataError for bytes that are not a
+/// readable parquet file, and OSError when the file cannot be opened.
 #[pyclass(module = "shoal._native", name = "BaseFileReader")]
 pub struct PyBaseFileReader {
     // Python objects are shared between threads; the decoder is not, so one at a time.
@@ -41,6 +44,24 @@ impl PyBaseFileReader {
         })?;
         let inner = py
             .detach(|| BaseFileBatches::open(file, columns.as_deref(), batch_size))
+            .map_err(to_py_err)?;
+        Ok(Self {
+            inner: Mutex::new(inner),
+        })
+    }
+
+    /// A reader over a base file's bytes in memory (a ``pyarrow.UInt8Array``).
+    #[staticmethod]
+    #[pyo3(signature = (data, columns = None, batch_size = 65536))]
+    fn from_bytes(
+        py: Python<'_>,
+        data: PyArray,
+        columns: Option<Vec<String>>,
+        batch_size: usize,
+    ) -> PyResult<Self> {
+        let bytes = file_bytes(&data, "base file bytes")?;
+        let inner = py
+            .detach(|| BaseFileBatches::open(bytes, columns.as_deref(), batch_size))
             .map_err(to_py_err)?;
         Ok(Self {
             inner: Mutex::new(inner),

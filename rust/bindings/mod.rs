@@ -6,6 +6,7 @@ mod avro;
 mod base_file;
 mod bloom;
 mod errors;
+mod file_bytes;
 mod keysort;
 mod logformat;
 mod merge;

@@ -2,24 +2,14 @@
 
 use std::sync::Arc;
 
-use arrow_array::{Array, UInt8Array};
+use arrow_array::UInt8Array;
 use arrow_buffer::Buffer;
-use bytes::Bytes;
 use pyo3::prelude::*;
 use pyo3_arrow::{PyArray, PySchema, PyTable};
 
 use super::errors::{guarded_import, to_py_err};
-use crate::error::Error;
+use super::file_bytes::file_bytes;
 use crate::splice::{ChunkSource, EncodeOptions, ReplacedFile, RowGroupPlan};
-
-/// An Arrow buffer as the owner of `Bytes`: the file's bytes are never copied.
-struct Owned(Buffer);
-
-impl AsRef<[u8]> for Owned {
-    fn as_ref(&self) -> &[u8] {
-        self.0.as_slice()
-    }
-}
 
 /// Writes a merged base file that copies unchanged column chunks from the replaced one.
 ///
@@ -44,18 +34,7 @@ fn splice_base_file<'py>(
     data_page_size: usize,
     key_value: Vec<(String, String)>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
-    let array = old.as_ref();
-    let bytes = array.as_any().downcast_ref::<UInt8Array>().ok_or_else(|| {
-        to_py_err(Error::InvalidArgument(
-            "old file bytes must be uint8".into(),
-        ))
-    })?;
-    if bytes.null_count() > 0 {
-        return Err(to_py_err(Error::InvalidArgument(
-            "old file bytes hold nulls".into(),
-        )));
-    }
-    let owner: Buffer = bytes.values().inner().clone();
+    let old_bytes = file_bytes(&old, "old file bytes")?;
     let schema = Arc::new(schema.into_inner().as_ref().clone());
     let mut plan = Vec::with_capacity(row_groups.len());
     for (table, sources) in row_groups {
@@ -81,7 +60,7 @@ fn splice_base_file<'py>(
     };
     let written = py
         .detach(|| -> crate::Result<Option<Vec<u8>>> {
-            let old = ReplacedFile::parse(Bytes::from_owner(Owned(owner)))?;
+            let old = ReplacedFile::parse(old_bytes)?;
             crate::splice::write_spliced(&old, &schema, &plan, &opts)
         })
         .map_err(to_py_err)?;

@@ -8,14 +8,10 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shoal import _native
-from shoal.errors import CorruptDataError, UnsupportedError
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice
+from shoal.read.decode import WHOLE_FILE_ROWS, as_pyarrow_reads, native_batches
 from shoal.read.filters import Filter, to_expression
-
-# A local read takes a base file whole: batches as large as its row groups.
-_WHOLE_FILE_ROWS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -67,49 +63,24 @@ def read_base_file(
 ) -> pa.Table:
     """The rows of a base file that pass ``filters``, with those of ``columns`` the file has, in
     that order (None: all of its columns), exactly as pyarrow reads them: the same types and the
-    footer's key-value metadata on the schema. Decoded by the Rust core where
-    :func:`native_batches` allows it, by pyarrow otherwise."""
+    footer's key-value metadata on the schema. Decoded by the Rust core where it can
+    (:mod:`shoal.read.decode`), by pyarrow otherwise."""
     expr = to_expression(filters)
     with storage.open_input_file(path) as f:
         pf = pq.ParquetFile(f)
         available = pf.schema_arrow.names
         present = None if columns is None else [c for c in columns if c in available]
         wanted = read_columns(present, filters, available)
-        reader = native_batches(storage, path, pf.schema_arrow, wanted, _WHOLE_FILE_ROWS)
+        reader = native_batches(storage, path, pf.schema_arrow, wanted, WHOLE_FILE_ROWS)
         if reader is None:
             table = pf.read(columns=wanted)
         else:
-            table = pa.Table.from_batches(list(reader), schema=reader.schema)
-            # As pyarrow reads it: the requested column order, the footer's key-value metadata.
-            if wanted is not None:
-                table = table.select(wanted)
-            table = table.replace_schema_metadata(pf.schema_arrow.metadata)
+            table = as_pyarrow_reads(reader, wanted, pf.schema_arrow)
     if expr is not None:
         table = table.filter(expr)
         if present is not None:
             table = table.select(present)
     return table
-
-
-def native_batches(
-    storage: Storage, path: str, schema: pa.Schema, columns: list[str] | None, batch_size: int
-) -> _native.BaseFileReader | None:
-    """The base file's batches decoded by shoal's Rust core, or None to read them with pyarrow.
-
-    The core decodes about twice as fast as pyarrow on one core. It is used when the file is
-    local, the core has the file's codecs, and it gives every column the type pyarrow gives it
-    (``schema``, pyarrow's schema of the file), so the rows are the same either way."""
-    if not storage.is_local:
-        return None
-    try:
-        reader = _native.BaseFileReader(storage.full_path(path), columns, batch_size)
-    except (UnsupportedError, CorruptDataError):
-        return None  # a codec the core lacks, or a footer only pyarrow reads
-    # Strictly: types that pyarrow calls equal may still differ in nested names (a map's
-    # entries), which a schema comparison with metadata sees.
-    if any(not f.type.equals(schema.field(f.name).type, check_metadata=True) for f in reader.schema):
-        return None
-    return reader
 
 
 def read_columns(

@@ -35,8 +35,9 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructT
 from shoal.errors import InvalidArgumentError, UnsupportedError
 from shoal.fs.storage import Storage
 from shoal.read import incremental as inc
+from shoal.read.decode import native_batches
 from shoal.read.filters import Filter, to_expression
-from shoal.read.snapshot import SliceReadSpec, native_batches, read_columns
+from shoal.read.snapshot import SliceReadSpec, read_columns
 from shoal.spark.splits import SplitPolicy, pack
 from shoal.table import Table, _read_slice
 from shoal.write.schema import IS_DELETED_COLUMN, META_COLUMNS

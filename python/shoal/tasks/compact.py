@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from shoal.fs.markers import create_marker
 from shoal.fs.naming import base_file_name, write_token
@@ -129,7 +128,7 @@ def _read_base_file(spec: CompactionTaskSpec, storage: Storage) -> StoredFile | 
     if spec.base_file is None or spec.options.compression not in SPLICE_CODECS:
         return None
     replaced = read_replaced_file(storage, _in_partition(spec.partition_path, spec.base_file))
-    rows = pq.read_table(replaced.reader())
+    rows = replaced.rows()
     metadata = replaced.metadata
     return StoredFile(
         rows, metadata.metadata or {}, plain_columns(metadata), replaced.raw, replaced.group_rows

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from shoal.fs.storage import Storage
+from shoal.read.decode import WHOLE_FILE_ROWS, as_pyarrow_reads, native_batches_in_memory
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,15 @@ class ReplacedFile:
     def reader(self) -> pa.BufferReader:
         """A file over the bytes, for pyarrow's parquet reader."""
         return pa.BufferReader(self.content)
+
+    def rows(self) -> pa.Table:
+        """All of the file's rows, as pyarrow reads them; decoded by the Rust core where it can
+        (:mod:`shoal.read.decode`)."""
+        schema = pq.ParquetFile(self.reader(), metadata=self.metadata).schema_arrow
+        reader = native_batches_in_memory(self.raw, schema, None, WHOLE_FILE_ROWS)
+        if reader is None:
+            return pq.read_table(self.reader())
+        return as_pyarrow_reads(reader, None, schema)
 
 
 def read_replaced_file(storage: Storage, path: str) -> ReplacedFile:
