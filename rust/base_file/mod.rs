@@ -1,6 +1,7 @@
-//! Decoding base files (parquet) into Arrow record batches: snapshot reads, and Spark tasks that
-//! hand every row to the JVM and so wait on the decode. The Python side uses it where it gives
-//! each column the type pyarrow would, and reads the file with pyarrow otherwise.
+//! Decoding base files (parquet) into Arrow record batches: snapshot and merge-on-read reads,
+//! Spark tasks that hand every row to the JVM and so wait on the decode, and compactions (from
+//! the replaced file's bytes in memory). The Python side uses it where it gives each column
+//! exactly the type pyarrow would, and reads the file with pyarrow otherwise.
 //!
 //! Only column chunks compressed with a codec this build carries are read here; a file with any
 //! other codec is `Unsupported` at open, before a batch is decoded, so the caller can read it
