@@ -28,6 +28,7 @@ from shoal.read.filters import Filter, prune_partitions
 from shoal.read.incremental import normalize_bound
 from shoal.read.incremental import read_incremental as read_changes
 from shoal.read.mor import MorSliceSpec, read_mor_slice
+from shoal.read.projection import check_columns, project
 from shoal.read.snapshot import SliceReadSpec, iter_batches, plan_slices, read_base_slice, unify
 from shoal.read.stream import ChangeStream
 from shoal.services.archive import ArchiveJob, ArchiveResult
@@ -515,14 +516,12 @@ class Table:
             raise InvalidArgumentError("start, end and include_deletes need query_type='incremental'")
         specs, schema = self._plan_read(columns, filters, as_of, query_type)
         tables = self.executor.map(_read_slice, [(s, self.storage) for s in specs])
-        out = self._without_unpopulated_meta(unify(tables, columns))
-        if out.num_columns == 0 and schema is not None:
-            return (
-                schema.empty_table()
-                if columns is None
-                else schema.empty_table().select([c for c in columns if c in schema.names])
-            )
-        return out
+        out = unify(tables, columns)
+        if out.num_columns == 0 and out.num_rows == 0 and schema is not None:
+            out = schema.empty_table()
+        if columns is not None:
+            out = project(out, columns, schema)
+        return self._without_unpopulated_meta(out)
 
     def read_batches(
         self,
@@ -543,7 +542,15 @@ class Table:
         else:
             unified = schema or pa.schema([])
         if columns is not None:
-            unified = pa.schema([unified.field(c) for c in columns if c in unified.names])
+            # A column no file read holds yet (added to the schema later) comes as nulls.
+            known = [unified] + ([schema] if schema is not None else [])
+            unified = pa.schema(
+                [
+                    next(k.field(c) for k in known if c in k.names).with_nullable(True)
+                    for c in dict.fromkeys(columns)
+                    if any(c in k.names for k in known)
+                ]
+            )
         unified = unified.remove_metadata()
         if not self.config.populate_meta_fields:
             unified = pa.schema([f for f in unified if f.name not in META_COLUMNS])
@@ -653,6 +660,7 @@ class Table:
         if instant is not None:
             ensure_retained(timeline, view, instant)
         schema = self._schema(timeline)
+        check_columns(columns, schema)
         partitions = prune_partitions(
             view.partition_paths,
             filters,

@@ -26,14 +26,16 @@ def native_batches(
     pyarrow's schema of the file."""
     if not storage.is_local:
         return None
-    return _checked(lambda: _native.BaseFileReader(storage.full_path(path), columns, batch_size), schema)
+    return _checked(
+        columns, lambda: _native.BaseFileReader(storage.full_path(path), columns, batch_size), schema
+    )
 
 
 def native_batches_in_memory(
     raw: pa.Array, schema: pa.Schema, columns: list[str] | None, batch_size: int
 ) -> _native.BaseFileReader | None:
     """The batches of a base file whose bytes ``raw`` (a uint8 array) holds, or None."""
-    return _checked(lambda: _native.BaseFileReader.from_bytes(raw, columns, batch_size), schema)
+    return _checked(columns, lambda: _native.BaseFileReader.from_bytes(raw, columns, batch_size), schema)
 
 
 def as_pyarrow_reads(
@@ -48,8 +50,10 @@ def as_pyarrow_reads(
 
 
 def _checked(
-    open_reader: Callable[[], _native.BaseFileReader], schema: pa.Schema
+    columns: list[str] | None, open_reader: Callable[[], _native.BaseFileReader], schema: pa.Schema
 ) -> _native.BaseFileReader | None:
+    if columns == []:
+        return None  # nothing to decode; pyarrow's table of no columns keeps the row count
     try:
         reader = open_reader()
     except (UnsupportedError, CorruptDataError):

@@ -47,6 +47,7 @@ from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.read.filters import Filter, prune_partitions
 from shoal.read.mor import MorSliceSpec, read_mor_slice
+from shoal.read.projection import check_columns, project
 from shoal.read.snapshot import SliceReadSpec, read_base_slice, unify
 from shoal.services.clean import ensure_retained
 from shoal.timeline.instant import Action, Instant
@@ -531,6 +532,7 @@ def plan_read(
             "incremental reads need _hoodie_commit_time, and this table was written with "
             "hoodie.populate.meta.fields=false"
         )
+    check_columns(columns, schema, [IS_DELETED_COLUMN] if include_deletes else [])
     rng = resolve_range(storage, timeline, start, end, fallback_full_scan)
     read_columns = _read_columns(columns, include_deletes)
     return plan_incremental(storage, timeline, rng, read_columns, filters, include_deletes, schema)
@@ -609,5 +611,5 @@ def _finish(
         table = table.take(pc.sort_indices(table.column(COMMIT_TIME)))
     if columns is not None:
         names = list(columns) + ([IS_DELETED_COLUMN] if include_deletes else [])
-        table = table.select([c for c in names if c in table.column_names])
+        table = project(table, names, schema)
     return table

@@ -12,6 +12,7 @@ from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice
 from shoal.read.decode import WHOLE_FILE_ROWS, as_pyarrow_reads, native_batches
 from shoal.read.filters import Filter, to_expression
+from shoal.read.projection import rows_without_columns
 
 
 @dataclass(frozen=True)
@@ -95,10 +96,12 @@ def read_columns(
 
 
 def unify(tables: Sequence[pa.Table], columns: Sequence[str] | None) -> pa.Table:
-    """Concatenates slices whose schemas evolved (new columns are null in older files)."""
-    tables = [t for t in tables if t.num_columns]
-    if not tables:
-        return pa.table({})
+    """Concatenates slices whose schemas evolved (new columns are null in older files). A slice
+    whose file holds none of the read's columns still has its rows: nulls in every column."""
+    tables = [t for t in tables if t.num_columns or t.num_rows]
+    if not any(t.num_columns for t in tables):
+        # pyarrow's concatenation of tables without columns drops their rows.
+        return rows_without_columns(sum(t.num_rows for t in tables)) if tables else pa.table({})
     out = pa.concat_tables(tables, promote_options="permissive")
     if columns is not None:
         out = out.select([c for c in columns if c in out.column_names])
@@ -111,5 +114,10 @@ def iter_batches(tables: Iterator[pa.Table], schema: pa.Schema) -> Iterator[pa.R
         for name in schema.names:
             if name not in t.column_names:
                 t = t.append_column(name, pa.nulls(t.num_rows, schema.field(name).type))
+        if not schema.names:
+            # No columns to read, only rows to count (a cast would lose the count).
+            if t.num_rows:
+                yield pa.record_batch([pa.nulls(t.num_rows)], names=["rows"]).select([])
+            continue
         t = t.select(schema.names).cast(schema)
         yield from t.to_batches()

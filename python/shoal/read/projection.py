@@ -1,0 +1,40 @@
+"""The columns a read returns: requested columns are checked against the table's schema, and
+each comes back even where no file read holds it (a column added after those files were
+written), as nulls."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from shoal.errors import InvalidArgumentError
+
+
+def check_columns(columns: Sequence[str] | None, schema: pa.Schema | None, extra: Sequence[str] = ()) -> None:
+    """Raises InvalidArgumentError for requested columns that neither the table's ``schema``
+    nor ``extra`` (columns a read adds, such as an incremental read's delete marker) name. A
+    table without a schema yet (no commit) has no columns to check against."""
+    if columns is None or schema is None:
+        return
+    known = set(schema.names) | set(extra)
+    unknown = [c for c in columns if c not in known]
+    if unknown:
+        raise InvalidArgumentError(f"unknown column(s) {unknown}; the table has {schema.names}")
+
+
+def project(table: pa.Table, columns: Sequence[str], schema: pa.Schema | None) -> pa.Table:
+    """``table``'s ``columns``, once each and in that order; a column the table lacks is nulls
+    of ``schema``'s type for it (left out when ``schema`` does not name it either)."""
+    names = list(dict.fromkeys(columns))
+    for name in names:
+        if name not in table.column_names and schema is not None and name in schema.names:
+            table = table.append_column(
+                schema.field(name).with_nullable(True), pa.nulls(table.num_rows, schema.field(name).type)
+            )
+    return table.select([n for n in names if n in table.column_names])
+
+
+def rows_without_columns(n: int) -> pa.Table:
+    """A table of ``n`` rows and no column (a read of no columns still counts rows)."""
+    return pa.table({"rows": pa.nulls(n)}).select([])

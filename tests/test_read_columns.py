@@ -1,0 +1,76 @@
+"""The columns a read returns: a column added after some files were written comes back for every
+row (nulls where a file lacks it), a read of no columns still counts the rows, and a column the
+table does not have is an error."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import shoal
+from tests.hudi_oracle import hudi_rs_read
+
+TABLE_TYPES = ["COPY_ON_WRITE", "MERGE_ON_READ"]
+
+
+@pytest.fixture(params=TABLE_TYPES)
+def evolved(request, tmp_path) -> tuple[shoal.Table, str]:
+    """Three rows written before column ``c`` existed, then two with it: one a new key in a new
+    partition, one an update of an old row (a log record on merge-on-read). Returns the table
+    and the instant before ``c``."""
+    t = shoal.Table.create(
+        str(tmp_path / "t"), "t", table_type=request.param, record_key="id", partition_by="part"
+    )
+    t.bulk_insert(pa.table({"id": [1, 2, 3], "part": ["a", "a", "b"], "v": [1.0, 2.0, 3.0]}))
+    before = t.latest_instant()
+    t.upsert(pa.table({"id": [4, 3], "part": ["c", "b"], "v": [4.0, 3.5], "c": ["new", "upd"]}))
+    return t, before
+
+
+def _rows(table: pa.Table, columns: list[str]) -> list[tuple]:
+    """The rows of ``columns``, in an order that does not depend on the read's (nulls sort too)."""
+    return sorted((tuple(r[c] for c in columns) for r in table.to_pylist()), key=repr)
+
+
+def test_a_new_column_comes_back_for_every_row(evolved):
+    t, _ = evolved
+    expected = _rows(hudi_rs_read(t.path), ["c"])
+    assert expected == _rows(pa.table({"c": [None, None, "new", "upd"]}), ["c"])
+    assert _rows(t.read(columns=["c"]), ["c"]) == expected
+    assert _rows(t.read_batches(columns=["c"]).read_all(), ["c"]) == expected
+    both = t.read(columns=["c", "id"])
+    assert both.column_names == ["c", "id"]
+    assert _rows(both, ["id", "c"]) == _rows(hudi_rs_read(t.path), ["id", "c"])
+
+
+def test_reads_from_before_a_column_existed_return_it_as_nulls(evolved):
+    t, before = evolved
+    old = t.read(columns=["id", "c"], as_of=before)
+    assert _rows(old, ["id", "c"]) == [(1, None), (2, None), (3, None)]
+    changes = t.read_incremental(end=before, columns=["c", "v"])
+    assert changes.column_names == ["_hoodie_commit_time", "c", "v"]
+    assert changes.column("c").null_count == 3 and changes.num_rows == 3
+
+
+def test_a_read_of_no_columns_counts_the_rows(evolved):
+    t, _ = evolved
+    for read in (t.read(columns=[]), t.read_batches(columns=[]).read_all()):
+        assert read.num_columns == 0
+        assert read.num_rows == 4
+
+
+def test_unknown_columns_are_errors(evolved):
+    t, _ = evolved
+    timeline = [(i.time, i.action, i.state) for i in t.timeline]
+    with pytest.raises(shoal.InvalidArgumentError, match="nope"):
+        t.read(columns=["id", "nope"])
+    with pytest.raises(shoal.InvalidArgumentError, match="nope"):
+        t.read_batches(columns=["nope"])
+    with pytest.raises(shoal.InvalidArgumentError, match="nope"):
+        t.read_incremental(columns=["nope"])
+    # The incremental delete marker is a column only with include_deletes.
+    with pytest.raises(shoal.InvalidArgumentError, match="_hoodie_is_deleted"):
+        t.read_incremental(columns=["_hoodie_is_deleted"])
+    marked = t.read_incremental(columns=["_hoodie_is_deleted"], include_deletes=True)
+    assert "_hoodie_is_deleted" in marked.column_names
+    assert [(i.time, i.action, i.state) for i in t.timeline] == timeline
