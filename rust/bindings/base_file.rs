@@ -3,6 +3,7 @@
 use std::io::ErrorKind;
 use std::sync::Mutex;
 
+use parquet::file::reader::ChunkReader;
 use pyo3::exceptions::{PyFileNotFoundError, PyOSError};
 use pyo3::prelude::*;
 use pyo3_arrow::{PyArray, PyRecordBatch, PySchema};
@@ -42,12 +43,7 @@ impl PyBaseFileReader {
                 _ => PyOSError::new_err(message),
             }
         })?;
-        let inner = py
-            .detach(|| BaseFileBatches::open(file, columns.as_deref(), batch_size))
-            .map_err(to_py_err)?;
-        Ok(Self {
-            inner: Mutex::new(inner),
-        })
+        Self::open(py, file, columns, batch_size)
     }
 
     /// A reader over a base file's bytes in memory (a ``pyarrow.UInt8Array``).
@@ -60,12 +56,7 @@ impl PyBaseFileReader {
         batch_size: usize,
     ) -> PyResult<Self> {
         let bytes = file_bytes(&data, "base file bytes")?;
-        let inner = py
-            .detach(|| BaseFileBatches::open(bytes, columns.as_deref(), batch_size))
-            .map_err(to_py_err)?;
-        Ok(Self {
-            inner: Mutex::new(inner),
-        })
+        Self::open(py, bytes, columns, batch_size)
     }
 
     /// The batches' ``pyarrow.Schema``.
@@ -89,6 +80,21 @@ impl PyBaseFileReader {
 }
 
 impl PyBaseFileReader {
+    /// Opens the decoder over `file` without the GIL (it reads and parses the footer).
+    fn open<R: ChunkReader + 'static>(
+        py: Python<'_>,
+        file: R,
+        columns: Option<Vec<String>>,
+        batch_size: usize,
+    ) -> PyResult<Self> {
+        let inner = py
+            .detach(|| BaseFileBatches::open(file, columns.as_deref(), batch_size))
+            .map_err(to_py_err)?;
+        Ok(Self {
+            inner: Mutex::new(inner),
+        })
+    }
+
     /// Runs `f` on the decoder. Called without the GIL, and `f` must not take it: a thread
     /// waiting for the lock while holding the GIL would otherwise wait forever.
     fn with_batches<T>(&self, f: impl FnOnce(&mut BaseFileBatches) -> T) -> PyResult<T> {
