@@ -203,6 +203,15 @@ def test_files_without_a_later_column_read_it_as_nulls(spark, tmp_path):
         {"id": 3, "note": "new"},
     ]
     _assert_rows(ours, table.read(), ["id"])
+    # Projected to the later column alone, the older files still give their rows.
+    for native_scan in (True, False):
+        only = shoal.spark.read(spark, path, columns=["note"], native_scan=native_scan).toArrow()
+        assert sorted(only.column("note").to_pylist(), key=str) == [None, None, "new"]
+    shoal.spark.register(spark)
+    source = spark.read.format("shoal").option("columns", "note").load(path).toArrow()
+    assert sorted(source.column("note").to_pylist(), key=str) == [None, None, "new"]
+    local = table.read(columns=["note"])
+    assert sorted(local.column("note").to_pylist(), key=str) == [None, None, "new"]
 
 
 @pytest.mark.parametrize("name", ALL_FIXTURES)
