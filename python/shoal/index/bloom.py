@@ -14,12 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice
 from shoal.index.footer import KeyFooter, read_key_footer
 from shoal.index.membership import held_by
+from shoal.read.snapshot import read_base_file
 
 RECORD_KEY = "_hoodie_record_key"
 
@@ -164,8 +164,7 @@ class BloomIndex:
         cached = _key_columns.get(full) if self.cache_keys else None
         if cached is not None:
             return cached
-        with self.storage.open_input_file(path) as f:
-            keys = pq.read_table(f, columns=[RECORD_KEY]).column(RECORD_KEY)
+        keys = read_base_file(self.storage, path, [RECORD_KEY]).column(RECORD_KEY)
         if self.cache_keys:
             _key_columns.put(full, keys)
         return keys

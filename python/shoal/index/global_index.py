@@ -26,11 +26,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice
 from shoal.read.mor import MorSliceSpec, merge_mor_slice
+from shoal.read.snapshot import read_base_file
 from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_UPSERT, stale_ordering
 from shoal.write.prepare import PARTITION_PATH, RECORD_KEY
 
@@ -125,9 +125,7 @@ def check_stored_slice(spec: MorSliceSpec, incoming: pa.Table) -> tuple[np.ndarr
     ordering = spec.ordering_field if spec.event_time_ordering else None
     assert spec.base_file_path is not None
     storage = Storage(spec.base_uri)
-    with storage.open_input_file(spec.base_file_path) as f:
-        parquet = pq.ParquetFile(f)
-        held = parquet.read(columns=[c for c in wanted if c in parquet.schema_arrow.names])
+    held = read_base_file(storage, spec.base_file_path, wanted)
     if spec.log_file_paths:
         merged = merge_mor_slice(spec, storage, held).table()
         held = merged.select([c for c in wanted if c in merged.column_names])

@@ -13,7 +13,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from shoal import _native
 from shoal.arrays import contiguous
@@ -21,6 +20,7 @@ from shoal.config.table_config import MergeOrdering
 from shoal.fs.naming import new_file_id
 from shoal.fs.storage import Storage
 from shoal.index.membership import held_by
+from shoal.read.snapshot import read_base_file
 from shoal.services.compaction import base_file_options
 from shoal.spark.executor import name_attempt
 from shoal.spark.packing import SEQ_COLUMN, PackedReader, TaskRuns
@@ -179,9 +179,7 @@ def split_strays(spec: LogAppendSpec, records: pa.Table) -> tuple[pa.Table, pa.T
         # A slice of logs alone has no footer: no footer tag routed these records here.
         return records, records.slice(0, 0)
     path = f"{spec.partition_path}/{spec.base_file_name}" if spec.partition_path else spec.base_file_name
-    storage = Storage(spec.base_uri)
-    with storage.open_input_file(path) as f:
-        base_keys = pq.read_table(f, columns=[RECORD_KEY]).column(RECORD_KEY)
+    base_keys = read_base_file(Storage(spec.base_uri), path, [RECORD_KEY]).column(RECORD_KEY)
     held = held_by(records.column(RECORD_KEY), base_keys)
     strays = records.filter(pc.and_(pc.invert(held), pc.equal(records.column(OP_COLUMN), OP_UPSERT)))
     return records.filter(held), strays
