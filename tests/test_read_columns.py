@@ -1,6 +1,6 @@
-"""The columns a read returns: a column added after some files were written comes back for every
-row (nulls where a file lacks it), a read of no columns still counts the rows, and a column the
-table does not have is an error."""
+"""The columns a read returns and filters on: a column added after some files were written comes
+back for every row and is filtered on as nulls where a file lacks it, a read of no columns still
+counts the rows, and a column the table does not have is an error."""
 
 from __future__ import annotations
 
@@ -59,6 +59,27 @@ def test_a_read_of_no_columns_counts_the_rows(evolved):
         assert read.num_rows == 4
 
 
+@pytest.mark.parametrize(
+    ("filters", "keep"),
+    [
+        ([("c", "=", "new")], lambda r: r["c"] == "new"),
+        ([("c", "!=", "zzz")], lambda r: r["c"] is not None and r["c"] != "zzz"),
+        # As Arrow's ``not in`` (and shoal's Spark reads) do, nulls are not in the set.
+        ([("c", "not in", ["upd"])], lambda r: r["c"] != "upd"),
+        ([("c", "in", ["new", "upd"]), ("v", ">", 3.9)], lambda r: r["c"] in ("new", "upd") and r["v"] > 3.9),
+    ],
+)
+def test_filters_on_a_new_column_treat_older_files_as_nulls(evolved, filters, keep):
+    t, _ = evolved
+    expected = sorted(r["id"] for r in hudi_rs_read(t.path).to_pylist() if keep(r))
+    assert sorted(t.read(columns=["id"], filters=filters).column("id").to_pylist()) == expected
+    assert sorted(t.read(filters=filters).column("id").to_pylist()) == expected
+    streamed = t.read_batches(columns=["id"], filters=filters).read_all()
+    assert sorted(streamed.column("id").to_pylist()) == expected
+    changed = t.read_incremental(columns=["id"], filters=filters)
+    assert sorted(changed.column("id").to_pylist()) == expected
+
+
 def test_unknown_columns_are_errors(evolved):
     t, _ = evolved
     timeline = [(i.time, i.action, i.state) for i in t.timeline]
@@ -68,6 +89,9 @@ def test_unknown_columns_are_errors(evolved):
         t.read_batches(columns=["nope"])
     with pytest.raises(shoal.InvalidArgumentError, match="nope"):
         t.read_incremental(columns=["nope"])
+    for read in (t.read, t.read_batches, t.read_incremental):
+        with pytest.raises(shoal.InvalidArgumentError, match="nope"):
+            read(filters=[("nope", "=", 1)])
     # The incremental delete marker is a column only with include_deletes.
     with pytest.raises(shoal.InvalidArgumentError, match="_hoodie_is_deleted"):
         t.read_incremental(columns=["_hoodie_is_deleted"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import importlib
+import json
 import math
 from pathlib import Path
 
@@ -212,6 +213,16 @@ def test_files_without_a_later_column_read_it_as_nulls(spark, tmp_path):
     assert sorted(source.column("note").to_pylist(), key=str) == [None, None, "new"]
     local = table.read(columns=["note"])
     assert sorted(local.column("note").to_pylist(), key=str) == [None, None, "new"]
+    # Filtered on it: the older files' rows are nulls there, as in Table.read.
+    for filters in ([("note", "=", "new")], [("note", "not in", ["x"])]):
+        expected = sorted(table.read(columns=["id"], filters=filters).column("id").to_pylist())
+        assert expected == ([3] if filters[0][1] == "=" else [1, 2, 3])
+        for native_scan in (True, False):
+            frame = shoal.spark.read(spark, path, columns=["id"], filters=filters, native_scan=native_scan)
+            assert sorted(r.id for r in frame.collect()) == expected
+        option = json.dumps([list(f) for f in filters])
+        frame = spark.read.format("shoal").option("filters", option).load(path)
+        assert sorted(r.id for r in frame.collect()) == expected
 
 
 @pytest.mark.parametrize("name", ALL_FIXTURES)

@@ -661,6 +661,7 @@ class Table:
             ensure_retained(timeline, view, instant)
         schema = self._schema(timeline)
         check_columns(columns, schema)
+        check_columns([f[0] for f in filters or ()], schema)
         partitions = prune_partitions(
             view.partition_paths,
             filters,

@@ -46,6 +46,28 @@ def to_expression(filters: Sequence[Filter] | None) -> pc.Expression | None:
     return expr
 
 
+def apply_filters(table: pa.Table, filters: Sequence[Filter] | None) -> pa.Table:
+    """The rows of ``table`` that pass ``filters``. A filter column the table lacks (its file was
+    written before the column existed) is nulls there, and is compared as such."""
+    expr = to_expression(filters)
+    if expr is None:
+        return table
+    missing = [c for c in dict.fromkeys(f[0] for f in filters or ()) if c not in table.column_names]
+    for name in missing:
+        table = table.append_column(name, pa.nulls(table.num_rows, _value_type(filters or (), name)))
+    table = table.filter(expr)
+    return table.drop_columns(missing) if missing else table
+
+
+def _value_type(filters: Sequence[Filter], name: str) -> pa.DataType:
+    """The type of the values ``name`` is compared with (a set's for ``in``): the nulls that
+    stand in for a missing column take it, so that the comparison kernels accept them."""
+    _, op, value = next(f for f in filters if f[0] == name)
+    if op in ("in", "not in"):
+        return pa.array(list(value)).type
+    return pa.scalar(value).type
+
+
 def columns_of(filters: Sequence[Filter] | None) -> set[str]:
     return {f[0] for f in filters or []}
 

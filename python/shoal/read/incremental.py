@@ -533,6 +533,7 @@ def plan_read(
             "hoodie.populate.meta.fields=false"
         )
     check_columns(columns, schema, [IS_DELETED_COLUMN] if include_deletes else [])
+    check_columns([f[0] for f in filters or ()], schema)
     rng = resolve_range(storage, timeline, start, end, fallback_full_scan)
     read_columns = _read_columns(columns, include_deletes)
     return plan_incremental(storage, timeline, rng, read_columns, filters, include_deletes, schema)

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from shoal import _native
 from shoal.fs.storage import Storage
-from shoal.read.filters import Filter, to_expression
+from shoal.read.filters import Filter, apply_filters
 from shoal.read.snapshot import read_base_file
 from shoal.write.schema import IS_DELETED_COLUMN
 
@@ -358,9 +358,8 @@ def _ranks(
 
 
 def _project(table: pa.Table, columns: Sequence[str] | None, filters: Sequence[Filter]) -> pa.Table:
-    expr = to_expression(filters)
-    if expr is not None and table.num_rows:
-        table = table.filter(expr)
+    if filters and table.num_rows:
+        table = apply_filters(table, filters)
     if columns is not None:
         table = table.select([c for c in columns if c in table.column_names])
     return table

@@ -36,7 +36,7 @@ from shoal.errors import InvalidArgumentError, UnsupportedError
 from shoal.fs.storage import Storage
 from shoal.read import incremental as inc
 from shoal.read.decode import native_batches
-from shoal.read.filters import Filter, to_expression
+from shoal.read.filters import Filter, apply_filters, to_expression
 from shoal.read.snapshot import SliceReadSpec, read_columns
 from shoal.spark.splits import SplitPolicy, pack
 from shoal.table import Table, _read_slice
@@ -207,7 +207,7 @@ def iter_base_slice(spec: SliceReadSpec, storage: Storage) -> Iterator[pa.Table]
     filter columns read along and dropped after filtering."""
     if spec.base_file_path is None:
         return
-    expr = to_expression(spec.filters)
+    to_expression(spec.filters)  # a malformed filter fails before any read
     with storage.open_input_file(spec.base_file_path) as f:
         pf = pq.ParquetFile(f)
         available = pf.schema_arrow.names
@@ -218,8 +218,8 @@ def iter_base_slice(spec: SliceReadSpec, storage: Storage) -> Iterator[pa.Table]
             batches = pf.iter_batches(batch_size=STREAM_BATCH_ROWS, columns=wanted)
         for batch in batches:
             piece = pa.Table.from_batches([batch])
-            if expr is not None:
-                piece = piece.filter(expr)
+            if spec.filters:
+                piece = apply_filters(piece, spec.filters)
             if columns is not None and piece.column_names != columns:
                 piece = piece.select(columns)
             yield piece
