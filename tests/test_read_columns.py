@@ -98,3 +98,27 @@ def test_unknown_columns_are_errors(evolved):
     marked = t.read_incremental(columns=["_hoodie_is_deleted"], include_deletes=True)
     assert "_hoodie_is_deleted" in marked.column_names
     assert [(i.time, i.action, i.state) for i in t.timeline] == timeline
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (("v", "=", "abc"), "do not fit the columns' types"),
+        (("part", ">", 1), "do not fit the columns' types"),
+        (("id", "in", "12"), "takes a list of values"),
+        (("id", "in", [1, "x"]), "bad filter"),
+        (("c", "like", "n%"), "bad filter"),
+    ],
+)
+def test_mistyped_filters_are_errors(evolved, bad, message):
+    t, _ = evolved
+    for read in (t.read, t.read_batches, t.read_incremental):
+        with pytest.raises(shoal.InvalidArgumentError, match=message):
+            read(filters=[bad])
+
+
+def test_empty_value_sets(evolved):
+    t, _ = evolved
+    assert t.read(filters=[("part", "in", [])]).num_rows == 0
+    assert t.read(filters=[("part", "not in", [])]).num_rows == 4
+    assert t.read(filters=[("c", "not in", ())], columns=["id"]).num_rows == 4

@@ -223,6 +223,14 @@ def test_files_without_a_later_column_read_it_as_nulls(spark, tmp_path):
         option = json.dumps([list(f) for f in filters])
         frame = spark.read.format("shoal").option("filters", option).load(path)
         assert sorted(r.id for r in frame.collect()) == expected
+    # The planner both engines share checks filters: the same typed errors, the same empty sets.
+    with pytest.raises(shoal.InvalidArgumentError, match="takes a list"):
+        shoal.spark.read(spark, path, filters=[("id", "in", "12")])
+    with pytest.raises(shoal.InvalidArgumentError, match="do not fit"):
+        shoal.spark.read(spark, path, filters=[("id", "=", "one")])
+    for native_scan in (True, False):
+        nothing = shoal.spark.read(spark, path, filters=[("city", "in", [])], native_scan=native_scan)
+        assert nothing.count() == 0
 
 
 @pytest.mark.parametrize("name", ALL_FIXTURES)

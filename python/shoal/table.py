@@ -24,7 +24,7 @@ from shoal.executor.local import LocalExecutor
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
 from shoal.keygen import KeyGenerator, key_generator_from_properties
-from shoal.read.filters import Filter, prune_partitions
+from shoal.read.filters import Filter, check_filters, prune_partitions
 from shoal.read.incremental import normalize_bound
 from shoal.read.incremental import read_incremental as read_changes
 from shoal.read.mor import MorSliceSpec, read_mor_slice
@@ -661,7 +661,7 @@ class Table:
             ensure_retained(timeline, view, instant)
         schema = self._schema(timeline)
         check_columns(columns, schema)
-        check_columns([f[0] for f in filters or ()], schema)
+        check_filters(filters, schema)
         partitions = prune_partitions(
             view.partition_paths,
             filters,

@@ -26,7 +26,12 @@ def to_expression(filters: Sequence[Filter] | None) -> pc.Expression | None:
             )
         col, op, value = f
         field = pc.field(col)
-        if op in ("=", "=="):
+        if op in ("in", "not in") and not isinstance(value, list | tuple | set | frozenset):
+            raise InvalidArgumentError(f"bad filter {f!r}: {op!r} takes a list of values")
+        if op in ("in", "not in") and not value:
+            # No value is in an empty set (Arrow cannot type an empty value set).
+            term = pc.scalar(op == "not in")
+        elif op in ("=", "=="):
             term = field == value
         elif op == "!=":
             term = field != value
@@ -38,12 +43,33 @@ def to_expression(filters: Sequence[Filter] | None) -> pc.Expression | None:
             term = field > value
         elif op == ">=":
             term = field >= value
-        elif op == "in":
-            term = field.isin(list(value))
         else:
-            term = ~field.isin(list(value))
+            try:
+                hit = field.isin(list(value))
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+                raise InvalidArgumentError(f"bad filter {f!r}: {e}") from None
+            term = hit if op == "in" else ~hit
         expr = term if expr is None else expr & term
     return expr
+
+
+def check_filters(filters: Sequence[Filter] | None, schema: pa.Schema | None) -> None:
+    """Raises InvalidArgumentError for filters that name a column the table's ``schema`` does
+    not have, or compare a column with values of a type it cannot be compared with. A table
+    without a schema yet (no commit) has nothing to check against."""
+    expr = to_expression(filters)
+    if expr is None or schema is None:
+        return
+    names = list(dict.fromkeys(f[0] for f in filters or ()))
+    unknown = [c for c in names if c not in schema.names]
+    if unknown:
+        raise InvalidArgumentError(f"unknown filter column(s) {unknown}; the table has {schema.names}")
+    try:
+        # Binding the filters to the columns' types is what fails on a mistyped value.
+        pa.schema([schema.field(c) for c in names]).empty_table().filter(expr)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        given = list(filters or ())
+        raise InvalidArgumentError(f"filters {given!r} do not fit the columns' types: {e}") from None
 
 
 def apply_filters(table: pa.Table, filters: Sequence[Filter] | None) -> pa.Table:

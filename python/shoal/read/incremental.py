@@ -45,7 +45,7 @@ from shoal.executor.base import Executor
 from shoal.fs.naming import parse_log_file_name
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView
-from shoal.read.filters import Filter, prune_partitions
+from shoal.read.filters import Filter, check_filters, prune_partitions
 from shoal.read.mor import MorSliceSpec, read_mor_slice
 from shoal.read.projection import check_columns, project
 from shoal.read.snapshot import SliceReadSpec, read_base_slice, unify
@@ -533,7 +533,7 @@ def plan_read(
             "hoodie.populate.meta.fields=false"
         )
     check_columns(columns, schema, [IS_DELETED_COLUMN] if include_deletes else [])
-    check_columns([f[0] for f in filters or ()], schema)
+    check_filters(filters, schema)
     rng = resolve_range(storage, timeline, start, end, fallback_full_scan)
     read_columns = _read_columns(columns, include_deletes)
     return plan_incremental(storage, timeline, rng, read_columns, filters, include_deletes, schema)
