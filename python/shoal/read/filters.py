@@ -81,7 +81,12 @@ def apply_filters(table: pa.Table, filters: Sequence[Filter] | None) -> pa.Table
     missing = [c for c in dict.fromkeys(f[0] for f in filters or ()) if c not in table.column_names]
     for name in missing:
         table = table.append_column(name, pa.nulls(table.num_rows, _value_type(filters or (), name)))
-    table = table.filter(expr)
+    try:
+        table = table.filter(expr)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        # A file's column type the table's schema does not show (check_filters passed them).
+        given = list(filters or ())
+        raise InvalidArgumentError(f"filters {given!r} do not fit a file's column types: {e}") from None
     return table.drop_columns(missing) if missing else table
 
 
