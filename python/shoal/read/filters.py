@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal.errors import InvalidArgumentError
+from shoal.read.projection import check_columns
 
 Filter = tuple[str, str, Any]
 _OPS = {"=", "==", "!=", "<", "<=", ">", ">=", "in", "not in"}
@@ -61,9 +62,7 @@ def check_filters(filters: Sequence[Filter] | None, schema: pa.Schema | None) ->
     if expr is None or schema is None:
         return
     names = list(dict.fromkeys(f[0] for f in filters or ()))
-    unknown = [c for c in names if c not in schema.names]
-    if unknown:
-        raise InvalidArgumentError(f"unknown filter column(s) {unknown}; the table has {schema.names}")
+    check_columns(names, schema, what="filter column")
     try:
         # Binding the filters to the columns' types is what fails on a mistyped value.
         pa.schema([schema.field(c) for c in names]).empty_table().filter(expr)

@@ -11,7 +11,9 @@ import pyarrow as pa
 from shoal.errors import InvalidArgumentError
 
 
-def check_columns(columns: Sequence[str] | None, schema: pa.Schema | None, extra: Sequence[str] = ()) -> None:
+def check_columns(
+    columns: Sequence[str] | None, schema: pa.Schema | None, extra: Sequence[str] = (), what: str = "column"
+) -> None:
     """Raises InvalidArgumentError for requested columns that neither the table's ``schema``
     nor ``extra`` (columns a read adds, such as an incremental read's delete marker) name. A
     table without a schema yet (no commit) has no columns to check against."""
@@ -20,7 +22,7 @@ def check_columns(columns: Sequence[str] | None, schema: pa.Schema | None, extra
     known = set(schema.names) | set(extra)
     unknown = [c for c in columns if c not in known]
     if unknown:
-        raise InvalidArgumentError(f"unknown column(s) {unknown}; the table has {schema.names}")
+        raise InvalidArgumentError(f"unknown {what}(s) {unknown}; the table has {schema.names}")
 
 
 def project(table: pa.Table, columns: Sequence[str], schema: pa.Schema | None) -> pa.Table:

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice
 from shoal.read.decode import WHOLE_FILE_ROWS, as_pyarrow_reads, native_batches
-from shoal.read.filters import Filter, apply_filters, to_expression
+from shoal.read.filters import Filter, apply_filters
 from shoal.read.projection import rows_without_columns
 
 
@@ -66,7 +66,6 @@ def read_base_file(
     that order (None: all of its columns), exactly as pyarrow reads them: the same types and the
     footer's key-value metadata on the schema. Decoded by the Rust core where it can
     (:mod:`shoal.read.decode`), by pyarrow otherwise."""
-    to_expression(filters)  # a malformed filter fails before any read
     with storage.open_input_file(path) as f:
         pf = pq.ParquetFile(f)
         available = pf.schema_arrow.names

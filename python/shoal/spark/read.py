@@ -36,7 +36,8 @@ from shoal.errors import InvalidArgumentError, UnsupportedError
 from shoal.fs.storage import Storage
 from shoal.read import incremental as inc
 from shoal.read.decode import native_batches
-from shoal.read.filters import Filter, apply_filters, to_expression
+from shoal.read.filters import Filter, apply_filters
+from shoal.read.projection import check_columns
 from shoal.read.snapshot import SliceReadSpec, read_columns
 from shoal.spark.splits import SplitPolicy, pack
 from shoal.table import Table, _read_slice
@@ -135,9 +136,7 @@ def output_schema(
     if columns is None:
         return schema
     names = list(dict.fromkeys([*columns, *([IS_DELETED_COLUMN] if deletes else [])]))
-    missing = [c for c in names if c not in schema.names]
-    if missing and table_schema is not None:
-        raise InvalidArgumentError(f"unknown column(s) {missing}; the table has {schema.names}")
+    check_columns(names, schema if table_schema is not None else None)
     return pa.schema([schema.field(c) for c in names if c in schema.names])
 
 
@@ -207,7 +206,6 @@ def iter_base_slice(spec: SliceReadSpec, storage: Storage) -> Iterator[pa.Table]
     filter columns read along and dropped after filtering."""
     if spec.base_file_path is None:
         return
-    to_expression(spec.filters)  # a malformed filter fails before any read
     with storage.open_input_file(spec.base_file_path) as f:
         pf = pq.ParquetFile(f)
         available = pf.schema_arrow.names
