@@ -19,6 +19,7 @@ again.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import defaultdict
 from collections.abc import Sequence
@@ -39,6 +40,8 @@ from shoal.write.prepare import RECORD_KEY
 SEQ_COLUMN = "_shoal_seq"
 # A scratch directory of packed files per write.
 PACKED_DIR_NAME = "shoal-packed-"
+# Bytes the packed file's writes are gathered in.
+_SINK_BUFFER = 1 << 20
 # Schema metadata of a packed stream naming the columns it leaves out because they repeat another.
 _REPEATS_KEY = b"shoal.repeated_columns"
 
@@ -59,7 +62,9 @@ class PackedWriter:
     def __init__(self, storage: Storage, path: str, part: int) -> None:
         self.path = path
         self.part = part
-        self._sink = storage.open_output_stream(path)
+        # The IPC writer makes a dozen small writes per run; unbuffered, each is a system call,
+        # which made a run cost three times as much (26 against 9 microseconds).
+        self._sink = pa.BufferedOutputStream(storage.open_output_stream(path), _SINK_BUFFER)
         self._index: tuple[list[int], list[int], list[int]] = ([], [], [])
 
     def write(self, records: pa.Table, routes: pa.Array) -> None:
@@ -209,15 +214,23 @@ def _with_repeats(records: pa.Table) -> pa.Table:
     layout = metadata.pop(_REPEATS_KEY, None)
     if layout is None:
         return records
-    spec = json.loads(layout)
-    fields, columns = [], []
-    for name in spec["columns"]:
-        if name in spec["repeats"]:
-            source, nullable = spec["repeats"][name]
+    columns, repeats = _layout(layout)
+    fields, arrays = [], []
+    for name in columns:
+        if name in repeats:
+            source, nullable = repeats[name]
             field = records.schema.field(source).with_name(name).with_nullable(nullable)
-            column = records.column(source)
         else:
-            field, column = records.schema.field(name), records.column(name)
+            source = name
+            field = records.schema.field(name)
         fields.append(field)
-        columns.append(column)
-    return pa.Table.from_arrays(columns, schema=pa.schema(fields, metadata=metadata or None))
+        arrays.append(records.column(source))
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=metadata or None))
+
+
+@functools.lru_cache(maxsize=64)
+def _layout(layout: bytes) -> tuple[list[str], dict[str, tuple[str, bool]]]:
+    """The column names and the repeats of a packed layout. Cached: a task reads thousands of
+    runs of one layout, and parsing it for each cost about as much as reading the run."""
+    spec = json.loads(layout)
+    return spec["columns"], {name: (source, nullable) for name, (source, nullable) in spec["repeats"].items()}
