@@ -64,6 +64,9 @@ class CowWriteSpec:
     old_slice: MorSliceSpec | None = None
     # With ``attempt``, names the write attempt in the file's write token (Spark fills both in).
     stage_id: int = 0
+    # An insert that allows duplicates (Hudi's concat handle): the stored records are all kept
+    # and the incoming ones added beside them, none matched by key.
+    concat: bool = False
 
 
 def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None = None) -> WriteStat:
@@ -82,13 +85,16 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
         stored = _read_old(spec, storage)
         old = stored.rows
         old_keys = old.column(RECORD_KEY)
-        # Every membership test hashes the incoming side: a bucket's records are far fewer than
-        # the rows of the file they update.
-        replaced = pc.is_in(old_keys, value_set=records.column(RECORD_KEY))
+        if spec.concat:
+            replaced = pa.chunked_array([np.zeros(old.num_rows, dtype=bool)], pa.bool_())
+        else:
+            # Every membership test hashes the incoming side: a bucket's records are far fewer
+            # than the rows of the file they update.
+            replaced = pc.is_in(old_keys, value_set=records.column(RECORD_KEY))
         # The stored keys (and ordering values) that incoming records name.
         wanted = [c for c in (RECORD_KEY, spec.ordering_field) if c and c in old.column_names]
         matched = old.select(wanted).filter(replaced)
-        if spec.event_time_ordering and spec.ordering_field:
+        if spec.event_time_ordering and spec.ordering_field and not spec.concat:
             fresh = _drop_stale(records, matched, spec.ordering_field)
             if fresh.num_rows != records.num_rows:
                 records = fresh
