@@ -28,7 +28,7 @@ from shoal.read.filters import Filter, check_filters, prune_partitions
 from shoal.read.incremental import normalize_bound
 from shoal.read.incremental import read_incremental as read_changes
 from shoal.read.mor import MorSliceSpec, read_mor_slice
-from shoal.read.projection import check_columns, project
+from shoal.read.projection import check_columns, conform, conformed_schema, project
 from shoal.read.snapshot import SliceReadSpec, iter_batches, plan_slices, read_base_slice, unify
 from shoal.read.stream import ChangeStream
 from shoal.services.archive import ArchiveJob, ArchiveResult
@@ -519,6 +519,7 @@ class Table:
         out = unify(tables, columns)
         if out.num_columns == 0 and out.num_rows == 0 and schema is not None:
             out = schema.empty_table()
+        out = conform(out, schema)
         if columns is not None:
             out = project(out, columns, schema)
         return self._without_unpopulated_meta(out)
@@ -539,6 +540,8 @@ class Table:
                     footer_schemas.append(pq.read_schema(f))
         if footer_schemas:
             unified = pa.unify_schemas(footer_schemas, promote_options="permissive")
+            if schema is not None:
+                unified = conformed_schema(unified, schema)
         else:
             unified = schema or pa.schema([])
         if columns is not None:

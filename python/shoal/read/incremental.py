@@ -47,7 +47,7 @@ from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.read.filters import Filter, check_filters, prune_partitions
 from shoal.read.mor import MorSliceSpec, read_mor_slice
-from shoal.read.projection import check_columns, project
+from shoal.read.projection import check_columns, conform, project
 from shoal.read.snapshot import SliceReadSpec, read_base_slice, unify
 from shoal.services.clean import ensure_retained
 from shoal.timeline.instant import Action, Instant
@@ -255,6 +255,7 @@ class _Planner:
             self.config.partition_fields,
             self.config.hive_style_partitioning,
             self.schema,
+            config=self.config,
         )
         kept = set(partitions)
         touched = {k: v for k, v in touched.items() if k[0] in kept}
@@ -301,6 +302,7 @@ class _Planner:
             self.config.partition_fields,
             self.config.hive_style_partitioning,
             self.schema,
+            config=self.config,
         )
         bounds: tuple[Filter, ...] = ((COMMIT_TIME, "<=", self.rng.end),)
         if self.rng.start is not None:
@@ -608,6 +610,7 @@ def _finish(
             fields = [f for f in fields if f.name != IS_DELETED_COLUMN]
             fields.append(pa.field(IS_DELETED_COLUMN, pa.bool_()))
         table = pa.schema(fields).empty_table()
+    table = conform(table, schema)
     if COMMIT_TIME in table.column_names and table.num_rows > 1:
         table = table.take(pc.sort_indices(table.column(COMMIT_TIME)))
     if columns is not None:

@@ -1,6 +1,7 @@
 """The columns a read returns: requested columns are checked against the table's schema, and
 each comes back even where no file read holds it (a column added after those files were
-written), as nulls."""
+written), as nulls; a read's columns take the types of the table's latest schema where a later
+write widened them, as hudi-rs reads them."""
 
 from __future__ import annotations
 
@@ -35,6 +36,39 @@ def project(table: pa.Table, columns: Sequence[str], schema: pa.Schema | None) -
                 schema.field(name).with_nullable(True), pa.nulls(table.num_rows, schema.field(name).type)
             )
     return table.select([n for n in names if n in table.column_names])
+
+
+def conform(table: pa.Table, schema: pa.Schema | None) -> pa.Table:
+    """``table`` (a read's rows) in the table's latest ``schema``: the columns no file read
+    holds (a write added them later, or wrote them only in records it deleted) appended as
+    nulls, and numeric columns a later write widened cast to the wider type."""
+    if schema is None:
+        return table
+    target = conformed_schema(table.schema, schema)
+    if target.equals(table.schema):
+        return table
+    for field in target:
+        if field.name not in table.column_names:
+            table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+    return table.cast(target)
+
+
+def conformed_schema(read: pa.Schema, schema: pa.Schema) -> pa.Schema:
+    """The schema :func:`conform` gives rows of the ``read`` schema."""
+    fields = []
+    for field in read:
+        if field.name in schema.names and _widens(field.type, schema.field(field.name).type):
+            field = field.with_type(schema.field(field.name).type)
+        fields.append(field)
+    fields += [f.with_nullable(True) for f in schema if f.name not in read.names]
+    return pa.schema(fields, metadata=read.metadata)
+
+
+def _widens(stored: pa.DataType, wider: pa.DataType) -> bool:
+    """Whether ``wider`` is another numeric type (Hudi widens int to long, float or double,
+    and long or float to double)."""
+    numeric = (pa.types.is_integer, pa.types.is_floating)
+    return stored != wider and any(f(stored) for f in numeric) and any(f(wider) for f in numeric)
 
 
 def rows_without_columns(n: int) -> pa.Table:
