@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from shoal import _native
+from shoal.errors import SchemaMismatchError
 from shoal.fs.storage import Storage
 from shoal.read.filters import Filter, apply_filters
 from shoal.read.snapshot import read_base_file
@@ -334,17 +335,19 @@ def _ranks(
         return None, None
     n_base = base.num_rows if base is not None else 0
     pieces = []
-    target = None
+    types = [ordering.type for _, ordering, _ in entries if ordering is not None]
     if base is not None and spec.ordering_field in base.column_names:
-        target = base.schema.field(spec.ordering_field).type
-    for _, ordering, _kinds in entries:
-        if ordering is not None and target is None:
-            target = ordering.type
-    if target is None:
+        types.insert(0, base.schema.field(spec.ordering_field).type)
+    if not types:
         return None, None
+    # A write may have widened the field (int to long, or to double): every version compares
+    # in the widest type the slice's files hold, as the table's schema does.
+    target = _widest(types)
     if base is not None:
         col = _column_or_none(base, spec.ordering_field)
-        pieces.append(col if col is not None else pa.nulls(n_base, target))
+        pieces.append(
+            pa.nulls(n_base, target) if col is None else col if col.type == target else col.cast(target)
+        )
     for _, ordering, kinds in entries:
         if ordering is None:
             pieces.append(pa.nulls(len(kinds), target))
@@ -355,6 +358,21 @@ def _ranks(
     ranks = pc.rank(allv, sort_keys="ascending", tiebreaker="dense")
     ranks = pc.if_else(pc.is_null(allv), pa.scalar(0, pa.uint64()), ranks.cast(pa.uint64()))
     return ranks.slice(0, n_base), ranks.slice(n_base)
+
+
+def _widest(types: Sequence[pa.DataType]) -> pa.DataType:
+    """The type that values of every one of ``types`` cast to (Arrow's permissive promotion).
+
+    Raises:
+        SchemaMismatchError: no type holds them all (the table's schema changed incompatibly).
+    """
+    fields = [pa.schema([pa.field("v", t)]) for t in dict.fromkeys(types)]
+    try:
+        return pa.unify_schemas(fields, promote_options="permissive").field("v").type
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise SchemaMismatchError(
+            f"the ordering field's types {sorted(map(str, set(types)))} do not merge: {e}"
+        ) from e
 
 
 def _project(table: pa.Table, columns: Sequence[str] | None, filters: Sequence[Filter]) -> pa.Table:
