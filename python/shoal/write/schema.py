@@ -7,9 +7,13 @@ timeline changes.
 
 from __future__ import annotations
 
-import pyarrow as pa
+from collections import Counter
 
-from shoal.errors import SchemaMismatchError
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from shoal import _native
+from shoal.errors import InvalidArgumentError, SchemaMismatchError, UnsupportedError
 
 META_COLUMNS = (
     "_hoodie_commit_time",
@@ -38,31 +42,123 @@ _WIDENINGS = {
 
 
 def strip_meta_columns(table: pa.Table) -> pa.Table:
+    """``table`` without Hudi's meta columns. Raises InvalidArgumentError when two columns (or
+    two fields of a struct) share a name: a record cannot hold both, and selecting by name would
+    fail with a bare KeyError."""
+    check_unique_names(table.schema)
     keep = [n for n in table.column_names if n not in META_COLUMNS]
     return table.select(keep)
 
 
+def check_unique_names(fields: pa.Schema | pa.StructType, path: str = "") -> None:
+    """Raises InvalidArgumentError naming the first column or struct field whose name repeats."""
+    names = [f.name for f in fields]
+    repeated = [n for n, count in Counter(names).items() if count > 1]
+    if repeated:
+        what = f"struct column {path!r} has two fields" if path else "the data has two columns"
+        raise InvalidArgumentError(f"{what} named {repeated[0]!r}; column names must be unique")
+    for f in fields:
+        for struct in _structs_in(f.type):
+            check_unique_names(struct, f"{path}.{f.name}" if path else f.name)
+
+
+def _structs_in(t: pa.DataType) -> list[pa.StructType]:
+    """The struct types directly within ``t``: itself, or its list items, map values or
+    dictionary values (looking through those containers)."""
+    if pa.types.is_struct(t):
+        return [t]
+    if _is_list_like(t):
+        return _structs_in(t.value_type)
+    if pa.types.is_map(t):
+        return _structs_in(t.item_type)
+    if pa.types.is_dictionary(t):
+        return _structs_in(t.value_type)
+    return []
+
+
 def normalize_types(table: pa.Table) -> pa.Table:
-    """Maps types Hudi cannot store to ones it can: views to plain strings, timestamps to UTC
+    """Maps types Hudi cannot store to ones it can: views to plain strings and lists, unsigned
+    integers to the signed types that hold them (Avro has no unsigned types), timestamps to UTC
     instants in micros (or millis), dictionaries to their values (Avro has no dictionary or
     nanosecond types).
 
     A timestamp without a zone is taken as UTC, as Spark with a UTC session zone takes it: hudi-rs
     cannot read Avro's ``local-timestamp-*`` types, so every timestamp is an instant
-    (``timestamp-micros``), and a base file must store it that way for later writes to merge."""
-    fields = []
+    (``timestamp-micros``), and a base file must store it that way for later writes to merge.
+
+    A column of a type with no mapping is left as it is: :func:`reconcile` refuses it when its
+    records are written, while a delete, which only reads the key columns, ignores it."""
+    columns = []
     changed = False
-    for f in table.schema:
+    for f, col in zip(table.schema, table.columns, strict=True):
         t = _storable(f.type)
-        changed |= t != f.type
-        fields.append(pa.field(f.name, t, nullable=True))
-    schema = pa.schema(fields)
+        if t != f.type and unsupported_reason(t) is None:
+            col = _cast_column(f.name, col, t)
+            changed = True
+        columns.append(col)
     if not changed and all(f.nullable for f in table.schema):
         return table
+    schema = pa.schema([pa.field(f.name, c.type) for f, c in zip(table.schema, columns, strict=True)])
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _cast_column(name: str, col: pa.ChunkedArray, target: pa.DataType) -> pa.ChunkedArray:
     try:
-        return table.cast(schema)
+        if not _has_list_view(col.type):
+            return col.cast(target)
+        return pa.chunked_array([_cast_views(chunk, target) for chunk in col.chunks], type=target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        raise SchemaMismatchError(f"cannot store these column types: {e}") from e
+        raise SchemaMismatchError(f"cannot store column {name!r} of type {col.type} as {target}: {e}") from e
+
+
+def _has_list_view(t: pa.DataType) -> bool:
+    if pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_has_list_view(f.type) for f in t)
+    if pa.types.is_map(t):
+        return _has_list_view(t.key_type) or _has_list_view(t.item_type)
+    if _is_list_like(t) or pa.types.is_dictionary(t):
+        return _has_list_view(t.value_type)
+    return False
+
+
+def _cast_views(arr: pa.Array, target: pa.DataType) -> pa.Array:
+    """``arr.cast(target)`` for an array holding list views. pyarrow 26 casts a list view to a
+    list wrongly (an invalid array, or empty lists), so lists are rebuilt from their values and
+    lengths here, and containers around them child by child."""
+    t = arr.type
+    if not _has_list_view(t):
+        return arr.cast(target)
+    if pa.types.is_dictionary(t):
+        return _cast_views(arr.dictionary_decode(), target)
+    if pa.types.is_map(t):
+        # A map is a list of key/value structs: convert it as one and view the result back.
+        entries = pa.struct([t.key_field, t.item_field])
+        as_list = arr.view(pa.list_(pa.field("entries", entries, nullable=False)))
+        target_entries = pa.struct([target.key_field, target.item_field])
+        converted = _cast_views(as_list, pa.list_(pa.field("entries", target_entries, nullable=False)))
+        return converted.view(target)
+    if pa.types.is_struct(t):
+        children = [_cast_views(c, f.type) for c, f in zip(arr.flatten(), target, strict=True)]
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=arr.is_null())
+    # A list or list view: flatten() yields exactly the values the lists show, in order.
+    values = _cast_views(arr.flatten(), target.value_type)
+    lengths = pc.fill_null(pc.list_value_length(arr), 0).cast(pa.int64())
+    offsets = pa.concat_arrays([pa.array([0], pa.int64()), pc.cumulative_sum(lengths)])
+    if pa.types.is_large_list(target):
+        return pa.LargeListArray.from_arrays(offsets, values, type=target, mask=arr.is_null())
+    return pa.ListArray.from_arrays(offsets.cast(pa.int32()), values, type=target, mask=arr.is_null())
+
+
+def _is_list_like(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or pa.types.is_list_view(t)
+        or pa.types.is_large_list_view(t)
+        or pa.types.is_fixed_size_list(t)
+    )
 
 
 def _storable(t: pa.DataType) -> pa.DataType:
@@ -72,6 +168,12 @@ def _storable(t: pa.DataType) -> pa.DataType:
         return pa.string()
     if pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
         return pa.binary()
+    # The types the Avro schema records them as (int, long), so that the next write of the same
+    # input matches the table schema; every value fits.
+    if pa.types.is_uint8(t) or pa.types.is_uint16(t):
+        return pa.int32()
+    if pa.types.is_uint32(t):
+        return pa.int64()
     if pa.types.is_timestamp(t):
         return pa.timestamp("ms" if t.unit == "ms" else "us", tz="UTC")
     if pa.types.is_date64(t):
@@ -82,9 +184,66 @@ def _storable(t: pa.DataType) -> pa.DataType:
         return pa.list_(_storable(t.value_type))
     if pa.types.is_struct(t):
         return pa.struct([pa.field(f.name, _storable(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(_storable(t.key_type), _storable(t.item_type))
     if pa.types.is_null(t):
         return pa.string()
     return t
+
+
+def unsupported_reason(t: pa.DataType) -> str | None:
+    """Why a column of (normalized) type ``t`` cannot be written, or None when it can: the types
+    the Avro mapping of the Rust core (``arrow_to_avro_schema``) knows, which are also those a
+    parquet base file and a log block store."""
+    if isinstance(t, pa.BaseExtensionType):
+        return f"{t} is an extension type; cast the column to its storage type {t.storage_type}"
+    if (
+        pa.types.is_boolean(t)
+        or pa.types.is_int8(t)
+        or pa.types.is_int16(t)
+        or pa.types.is_int32(t)
+        or pa.types.is_int64(t)
+        or pa.types.is_float32(t)
+        or pa.types.is_float64(t)
+        or pa.types.is_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_date32(t)
+    ):
+        return None
+    if pa.types.is_time32(t) or pa.types.is_time64(t):
+        if t in (pa.time32("ms"), pa.time64("us")):
+            return None
+        return f"{t} has no Avro type (time-millis is time32[ms], time-micros is time64[us])"
+    if pa.types.is_timestamp(t):
+        return None if t.unit in ("ms", "us") else f"{t}: timestamps are stored in ms or us"
+    if pa.types.is_decimal128(t):
+        if 1 <= t.precision <= 38 and t.scale >= 0:
+            return None
+        return f"{t}: a decimal's precision must be 1 to 38 and its scale non-negative"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return unsupported_reason(t.value_type)
+    if pa.types.is_struct(t):
+        if t.num_fields == 0:
+            return f"{t} has no fields"
+        return next((r for r in (unsupported_reason(f.type) for f in t) if r is not None), None)
+    if pa.types.is_map(t):
+        if not pa.types.is_string(t.key_type):
+            return f"{t}: Avro map keys are strings"
+        return unsupported_reason(t.item_type)
+    return f"{t} has no Avro type"
+
+
+def check_storable(schema: pa.Schema) -> None:
+    """Raises UnsupportedError naming the first column of ``schema`` (normalized by
+    :func:`normalize_types`) whose type shoal cannot write, and InvalidArgumentError for a name
+    that is not a valid Avro name; both before any instant is created."""
+    for f in schema:
+        reason = unsupported_reason(f.type)
+        if reason is not None:
+            raise UnsupportedError(f"column {f.name!r} has type {f.type}, which shoal cannot store: {reason}")
+    # The Avro schema each base file and log block records is derived from exactly this; its
+    # name checks fail here rather than in a write task, after the write has started.
+    _native.arrow_to_avro_schema(schema, "record", "")
 
 
 def widened_columns(table_schema: pa.Schema | None, data_schema: pa.Schema) -> list[str]:
@@ -106,8 +265,10 @@ def reconcile(incoming: pa.Table, table_schema: pa.Schema | None, fill_missing: 
     """Casts ``incoming`` (without meta columns) to the table schema plus any new nullable columns.
 
     Columns of the table missing from the batch are an error unless ``fill_missing``; then they
-    are filled with nulls (Hudi's ``reconcile.schema``).
+    are filled with nulls (Hudi's ``reconcile.schema``). A column of a type shoal cannot store is
+    an UnsupportedError (see :func:`check_storable`).
     """
+    check_storable(incoming.schema)
     if table_schema is None:
         return incoming
     target_fields = []
