@@ -671,6 +671,7 @@ class Table:
             self.config.partition_fields,
             self.config.hive_style_partitioning,
             schema,
+            config=self.config,
         )
         slices = [s for p in partitions for s in view.latest_file_slices(p)]
         merge = self.config.table_type == TableType.MERGE_ON_READ and qt == "snapshot"
