@@ -23,7 +23,8 @@ from shoal.executor.base import Executor
 from shoal.executor.local import LocalExecutor
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
-from shoal.keygen import KeyGenerator, key_generator_from_properties
+from shoal.keygen import CustomKeyGenerator, KeyGenerator, key_generator_from_properties, keygen_properties
+from shoal.keygen import options as kgo
 from shoal.read.filters import Filter, check_filters, prune_partitions
 from shoal.read.incremental import normalize_bound
 from shoal.read.incremental import read_incremental as read_changes
@@ -169,6 +170,10 @@ class Table:
         keygen = key_generator_from_properties(keygen_props)
         props.update(keygen.table_properties())
         props.pop(tc.KEYGENERATOR_TYPE, None)  # v6 records the class
+        if isinstance(keygen, CustomKeyGenerator):
+            # Table version 6 records the partition fields' names only, and Hudi's writers take
+            # each part's type from the write option: the table keeps it for every later write.
+            props[kgo.WRITE_PARTITIONPATH_FIELD] = ",".join(p.spec() for p in keygen.partition_parts)
         for d in (
             ".hoodie/.temp",
             ".hoodie/.aux/.bootstrap/.partitions",
@@ -193,7 +198,7 @@ class Table:
     @property
     def keygen(self) -> KeyGenerator:
         if self._keygen is None:
-            self._keygen = key_generator_from_properties(self.config.as_dict())
+            self._keygen = _table_keygen(self.config, self.write_config.raw)
         return self._keygen
 
     def _timeline(self) -> Timeline:
@@ -232,7 +237,8 @@ class Table:
 
     def _writer(self, options: Mapping[str, Any] | None) -> Writer:
         config = self.write_config.merged(options) if options else self.write_config
-        return Writer(self.storage, self.config, config, self.keygen, self.executor)
+        keygen = self.keygen if config is self.write_config else _table_keygen(self.config, config.raw)
+        return Writer(self.storage, self.config, config, keygen, self.executor)
 
     def upsert(self, data: Any, options: Mapping[str, Any] | None = None) -> str:
         """Inserts new records and updates existing ones by record key; returns the instant time."""
@@ -725,6 +731,10 @@ class Table:
 
     def __repr__(self) -> str:
         return f"Table({self.path!r}, name={self.name!r}, type={self.table_type})"
+
+
+def _table_keygen(config: TableConfig, options: Mapping[str, Any]) -> KeyGenerator:
+    return key_generator_from_properties(keygen_properties(config.as_dict(), options))
 
 
 def _read_slice(spec: SliceReadSpec | MorSliceSpec, storage: Storage) -> pa.Table:

@@ -28,7 +28,7 @@ from shoal.keygen.builtin import (
     NonpartitionedKeyGenerator,
     SimpleKeyGenerator,
 )
-from shoal.keygen.factory import key_generator_from_properties
+from shoal.keygen.factory import key_generator_from_properties, keygen_properties
 from shoal.keygen.javafmt import java_double_to_string, java_float_to_string
 from shoal.keygen.partition import escape_path_name
 from shoal.keygen.timestamp import TimestampBasedKeyGenerator, TimestampOptions, TimestampPartitionPart
@@ -51,4 +51,5 @@ __all__ = [
     "java_float_to_string",
     "java_strings",
     "key_generator_from_properties",
+    "keygen_properties",
 ]

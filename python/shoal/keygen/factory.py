@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from shoal.errors import InvalidOptionError, UnsupportedError
 from shoal.keygen import options as opt
@@ -116,6 +117,20 @@ def key_generator_from_properties(props: Mapping[str, str]) -> KeyGenerator:
         )
     options = TimestampOptions.from_properties(props)
     return TimestampBasedKeyGenerator(key_fields, partition_fields[0], options, **flags)
+
+
+def keygen_properties(
+    table_properties: Mapping[str, str], write_options: Mapping[str, Any]
+) -> dict[str, str]:
+    """The properties a table's key generator is built from: its ``hoodie.properties``, and the
+    partition path field write option when given. A custom generator's table of version 6
+    records its partition fields without their types, which Hudi's writers take from that
+    option."""
+    props = dict(table_properties)
+    typed = write_options.get(opt.WRITE_PARTITIONPATH_FIELD)
+    if typed is not None:
+        props[opt.WRITE_PARTITIONPATH_FIELD] = str(typed)
+    return props
 
 
 def _fields(props: Mapping[str, str], table_key: str, write_key: str, role: str) -> list[str]:

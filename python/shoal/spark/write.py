@@ -81,6 +81,7 @@ from shoal.config import write_config as wc
 from shoal.errors import InvalidArgumentError
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bucket import BucketIndex
+from shoal.keygen import keygen_properties
 from shoal.spark.counting import BucketCounts, Profile, TagContext
 from shoal.spark.executor import SparkExecutor, spark_job
 from shoal.spark.frames import arrow_batches, evaluated_once, plain, quoted, sample_records
@@ -599,7 +600,7 @@ class SparkWrite:
         spec = KeySpec(
             base_uri=self.table.storage.base_uri,
             operation=op,
-            table_properties=dict(config.as_dict()),
+            table_properties=keygen_properties(config.as_dict(), self.table.write_config.raw),
             write_options=dict(self.table.write_config.raw),
             columns=columns,
             key_schema=key_schema,
