@@ -98,7 +98,8 @@ class Rows:
 
     def inserts(self) -> list[dict]:
         # Inserts of keys the table holds (or held) too: the bucket index tags them, so they
-        # update. No key twice: inserts keep duplicates of a batch.
+        # update (on merge-on-read, and on copy-on-write without allow.duplicate.on.inserts).
+        # No key twice: inserts keep duplicates of a batch.
         held = [self.row(k) for k in self.existing(4)]
         return self.fresh(self.rng.randint(5, 20)) + held
 
@@ -185,6 +186,35 @@ def _arrow(rows: list[dict], op: str) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=KEY_SCHEMA if op == "delete" else SCHEMA)
 
 
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_insert_into_a_bucket_keeps_duplicates_on_cow(spark, tmp_path, table_type):
+    """As Hudi does: into an existing bucket, a copy-on-write insert goes through the concat
+    handle and keeps the stored record of a key it writes again; merge-on-read logs it, and the
+    logged record supersedes the stored one."""
+    first = [
+        {"id": i, "name": f"n{i}", "city": "sf", "ts": 1, "v": i, "_hoodie_is_deleted": False} for i in (1, 2)
+    ]
+    again = [{**first[0], "ts": 2, "v": 100}, {**first[0], "id": 3, "v": 3}]
+    tables = []
+    for engine in ("local", "spark"):
+        path = str(tmp_path / engine)
+        t = _create(path, table_type, ["id"], True, None)
+        for op, rows in (("bulk_insert", first), ("insert", again)):
+            data = _arrow(rows, op)
+            if engine == "local":
+                t.write(data, op, options=_bucket_options(None))
+            else:
+                spark_write(spark.createDataFrame(data), path, op, _bucket_options(None))
+        tables.append(t)
+    kept = [{"id": 1, "v": 1}] if table_type == "COPY_ON_WRITE" else []
+    expected = sorted(
+        [*kept, {"id": 1, "v": 100}, {"id": 2, "v": 2}, {"id": 3, "v": 3}], key=lambda r: (r["id"], r["v"])
+    )
+    for t in tables:
+        assert rows_by(t.read(), ["id", "v"], ["id", "v"]) == expected
+        assert rows_by(hudi_rs_read(t.path), ["id", "v"], ["id", "v"]) == expected
+
+
 CASES = [
     ("COPY_ON_WRITE", True, ["id"], None),
     ("MERGE_ON_READ", False, ["id", "name"], "id"),
@@ -219,8 +249,13 @@ def test_spark_and_local_writes_give_the_same_bucketed_table(
             batch = rows.fresh(40) if step == 0 else rows.inserts()
             model.upsert(batch)  # later events: an insert of a held key updates it
         data = _arrow(batch, op)
-        local_result = local.write(data, op, options=_bucket_options(hash_field))
-        spark_result = spark_write(spark.createDataFrame(data), spark_path, op, _bucket_options(hash_field))
+        options = _bucket_options(hash_field)
+        if op == "insert" and table_type == "COPY_ON_WRITE":
+            # By default a copy-on-write insert keeps the stored records of its keys beside its
+            # own (Hudi's concat handle; test_insert_into_a_bucket_keeps_duplicates_on_cow).
+            options["hoodie.merge.allow.duplicate.on.inserts"] = "false"
+        local_result = local.write(data, op, options=options)
+        spark_result = spark_write(spark.createDataFrame(data), spark_path, op, options)
         assert spark_result.operation == Operation(op.upper())
 
         expected = rows_by(pa.Table.from_pylist(model.expected(), schema=SCHEMA), COLUMNS, ["id"])

@@ -690,7 +690,9 @@ class Writer:
             event_time_ordering=event_time,
             options=self._base_file_options(),
             old_slice=old_slice,
-            concat=existing is not None and not looks_up_keys(self.wc, write.operation),
+            concat=existing is not None
+            and write.operation == Operation.INSERT
+            and not looks_up_keys(self.wc, write.operation),
         )
 
     def commit(
