@@ -562,3 +562,32 @@ def test_a_bloom_index_write_reads_only_the_footers_of_the_partitions_it_touches
     columns = ["id", "city", "ts", "fare", "rider"]
     got = rows_by(hudi_rs_read(path), columns, ["id"])
     assert got == [{c: expected[i][c] for c in columns} for i in sorted(expected)]
+
+
+def test_a_refused_first_write_leaves_the_path_as_it_was(spark, tmp_path):
+    """A first write that fails (bad input, or a task failure) does not leave the table it
+    created behind for the corrected retry to conflict with."""
+    bad = spark.createDataFrame(pa.table({"id": ["a", None], "k2": ["x", "y"], "ts": [1, 1]}))
+    new = tmp_path / "new"
+    with pytest.raises(InvalidRecordKeyError):
+        spark_write(bad, str(new), "upsert", table_name="t", record_key="id", ordering_field="ts")
+    assert not new.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+
+    def fail(spec, stat):
+        raise RuntimeError("injected task failure")
+
+    with pytest.raises(Exception, match="injected task failure"):
+        _write(bad, str(empty), "upsert", {"table_name": "t", "record_key": "k2"}, fail)
+    assert empty.exists() and not any(empty.iterdir())
+    # The retry creates the table it asks for.
+    spark_write(bad, str(new), "upsert", table_name="t", record_key="k2", table_type="MERGE_ON_READ")
+    assert shoal.Table(str(new)).table_type == "MERGE_ON_READ"
+    assert rows_by(hudi_rs_read(str(new)), ["k2"], ["k2"]) == [{"k2": "x"}, {"k2": "y"}]
+    # A refused write into an existing table changes nothing there.
+    before = sorted(p.relative_to(new) for p in new.rglob("*"))
+    null_key = spark.createDataFrame(pa.table({"id": ["c"], "k2": pa.array([None], pa.string()), "ts": [2]}))
+    with pytest.raises(InvalidRecordKeyError):
+        spark_write(null_key, str(new), "upsert")
+    assert sorted(p.relative_to(new) for p in new.rglob("*")) == before

@@ -4,7 +4,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from shoal.config import write_config as wc
@@ -13,6 +14,7 @@ from shoal.errors import InvalidOptionError
 from shoal.fs.storage import Storage
 from shoal.spark.executor import SparkExecutor
 from shoal.table import Table
+from shoal.timeline.timeline import Timeline
 from shoal.write.writer import (
     Operation,
 )
@@ -96,6 +98,44 @@ def open_or_create(
     table = Table(path, options=hoodie, executor=executor)
     check_table_options(table.config, table_type, hoodie)
     return table
+
+
+@contextmanager
+def table_for_write(
+    path: str, table_type: str | None, hoodie: dict[str, str], executor: SparkExecutor
+) -> Iterator[Table]:
+    """:func:`open_or_create` for one write. When the write fails and this call created the
+    table at a path that held nothing, the path is left as it was: a refused first write (a null
+    record key, a schema the options contradict) does not leave a table with its options behind
+    for the corrected retry to conflict with."""
+    storage = Storage(path)
+    existed = storage.exists("")
+    fresh = not storage.exists(".hoodie/hoodie.properties") and _holds_nothing(storage)
+    table = open_or_create(path, table_type, hoodie, executor)
+    try:
+        yield table
+    except BaseException:
+        if fresh and discard_new_table(storage) and not existed:
+            storage.delete_dir("")
+        raise
+
+
+def _holds_nothing(storage: Storage) -> bool:
+    return not storage.exists("") or not (storage.list_files("") or storage.list_dirs(""))
+
+
+def discard_new_table(storage: Storage) -> bool:
+    """Deletes what a failed first write left at a path that held nothing before it: the table
+    it created, the files it wrote and its pending instant; whether it did. Kept when the
+    timeline shows a completed commit (another writer's, made meanwhile)."""
+    config = TableConfig.load(storage)
+    if Timeline.load(storage, config).completed_data_instants():
+        return False
+    for name in storage.list_dirs(""):
+        storage.delete_dir(name)
+    for entry in storage.list_files(""):
+        storage.delete(entry.path, missing_ok=True)
+    return True
 
 
 def check_table_options(config: TableConfig, table_type: str | None, hoodie: Mapping[str, str]) -> None:

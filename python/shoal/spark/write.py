@@ -94,7 +94,7 @@ from shoal.spark.global_keys import (
     read_keys,
 )
 from shoal.spark.keying import BucketLayout, KeySpec
-from shoal.spark.options import open_or_create, parse_options
+from shoal.spark.options import parse_options, table_for_write
 from shoal.spark.packing import PACKED_DIR_NAME, Run, planned_runs, runs_by_task
 from shoal.spark.routing import PASS_SCHEMA, RecordKeying, laid_out_runs, pass_counts, route_task
 from shoal.spark.scratch import scratch_dir
@@ -173,10 +173,10 @@ def _write(
     op, table_type, hoodie = parse_options(operation, options)
     refuse_replacing_buckets(wc.WriteConfig(hoodie), op)
     spark = df.sparkSession
-    table = open_or_create(path, table_type, hoodie, SparkExecutor(spark))
-    if op == Operation.DELETE_PARTITION:
-        return _delete_partitions(df, table)
-    return SparkWrite(spark, table, op, after_task_write).run(df)
+    with table_for_write(path, table_type, hoodie, SparkExecutor(spark)) as table:
+        if op == Operation.DELETE_PARTITION:
+            return _delete_partitions(df, table)
+        return SparkWrite(spark, table, op, after_task_write).run(df)
 
 
 def _delete_partitions(df: DataFrame, table: Table) -> WriteResult:
