@@ -10,6 +10,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -46,8 +47,20 @@ class BloomIndex:
     def tag(
         self, partitions: Sequence[tuple[pa.Array, Sequence[FileSlice]]], confirm: bool = True
     ) -> list[pa.Array]:
-        """For each partition's keys and file slices: per key, the file id of the slice holding
-        it, or null for a new record. All (partition, file) lookups share one thread pool.
+        """For each partition's keys and file slices: per key, the file id of a slice holding
+        it (the first in slice order), or null for a new record. A key several file groups
+        hold (inserts that allow duplicates and bulk inserts write keys the table holds) is
+        tagged with one of them only: writers that update records use :meth:`tag_all`, which
+        gives the others too. ``confirm`` as in :meth:`tag_all`."""
+        return [tagged.file_ids for tagged in self.tag_all(partitions, confirm)]
+
+    def tag_all(
+        self, partitions: Sequence[tuple[pa.Array, Sequence[FileSlice]]], confirm: bool = True
+    ) -> list[Tagged]:
+        """For each partition's keys and file slices: every file group that holds each key
+        (:class:`Tagged`), as Hudi's bloom and simple indexes join the incoming keys with every
+        (key, file) pair they find: a record whose key several file groups hold updates (or
+        deletes) each. All (partition, file) lookups share one thread pool.
 
         ``confirm=False`` is for writers whose task for a file group reads that file anyway (the
         Spark writer): a key that only one file may hold by its footer (key range and bloom
@@ -56,16 +69,21 @@ class BloomIndex:
         files may hold are confirmed by reading the key columns, as with ``confirm=True``."""
         work = _work(partitions)
         file_ids = [pa.nulls(len(keys), pa.string()) for keys, _ in partitions]
+        holders = _Holders(len(partitions))
         if not confirm and self.use_footers:
-            return self._tag_unconfirmed(partitions, work, file_ids)
+            self._tag_unconfirmed(partitions, work, file_ids, holders)
+            return holders.tagged(file_ids)
         with _lookup_pool(self.workers) as pool:
             hits = pool.map(lambda item: (item, self._lookup(item[1], item[2])), work)
             for (i, keys, sl), found in hits:
                 if found is None or len(found) == 0:
                     continue
-                mask = _mask_from_indices(found, len(keys))
-                file_ids[i] = pc.if_else(mask, pa.scalar(sl.file_id), file_ids[i])
-        return file_ids
+                first = holders.first_holder(i, len(keys), found.to_numpy(zero_copy_only=False), sl.file_id)
+                if len(first):
+                    file_ids[i] = pc.if_else(
+                        _mask_from_indices(first, len(keys)), pa.scalar(sl.file_id), file_ids[i]
+                    )
+        return holders.tagged(file_ids)
 
     def locate(self, keys: pa.Array, slices: Sequence[FileSlice]) -> list[tuple[FileSlice, np.ndarray]]:
         """Every slice among ``slices`` that holds some of ``keys``, with the indices of the keys
@@ -130,21 +148,26 @@ class BloomIndex:
         partitions: Sequence[tuple[pa.Array, Sequence[FileSlice]]],
         work: list[tuple[int, pa.Array, FileSlice]],
         file_ids: list[pa.Array],
-    ) -> list[pa.Array]:
+        holders: _Holders,
+    ) -> None:
         with _lookup_pool(self.workers) as pool:
             found, counts = self._footer_candidates(partitions, work, pool)
+            # A key only one footer admits is in no other file (bloom filters have no false
+            # negatives): only the confirmed keys can have several holders.
             _tag_single_admissions(found, counts, file_ids)
             shared = []
             for (i, keys, sl), idx, _ in found:
                 elsewhere_too = idx[counts[i][idx] > 1]
                 if len(elsewhere_too):
-                    shared.append((i, keys, sl, pa.array(elsewhere_too)))
-            confirmed = pool.map(lambda item: self._lookup(item[1].take(item[3]), item[2]), shared)
+                    shared.append((i, keys, sl, elsewhere_too))
+            confirmed = pool.map(lambda item: self._lookup(item[1].take(pa.array(item[3])), item[2]), shared)
             for (i, keys, sl, idx), held in zip(shared, confirmed, strict=True):
                 if held is not None and len(held):
-                    mask = _mask_from_indices(idx.take(held), len(keys))
-                    file_ids[i] = pc.if_else(mask, pa.scalar(sl.file_id), file_ids[i])
-        return file_ids
+                    at = idx[held.to_numpy(zero_copy_only=False)]
+                    first = holders.first_holder(i, len(keys), at, sl.file_id)
+                    if len(first):
+                        mask = _mask_from_indices(first, len(keys))
+                        file_ids[i] = pc.if_else(mask, pa.scalar(sl.file_id), file_ids[i])
 
     def _lookup(self, keys: pa.Array, sl: FileSlice) -> pa.Array | None:
         assert sl.base_file is not None
@@ -195,6 +218,70 @@ class BloomIndex:
         return idx, probe
 
 
+@dataclass(frozen=True)
+class Tagged:
+    """One partition's tags (:meth:`BloomIndex.tag_all`): per key, the first file group (in
+    slice order) holding it, or null; and the key's other holders, one (key index, file id)
+    pair per further file group. Mostly no key has another holder, and the pairs are empty."""
+
+    file_ids: pa.Array
+    # Indices (into the partition's keys) of keys held by further file groups, in no order.
+    also_rows: np.ndarray
+    # The file id of each such further holder.
+    also_file_ids: pa.Array
+
+    def locations(self) -> tuple[np.ndarray, pa.Array]:
+        """Every (key index, file id) pair of a key and a file group holding it, in key order
+        (a key's pairs in slice order): the keys without a file group are left out."""
+        rows = np.flatnonzero(pc.is_valid(self.file_ids).to_numpy(zero_copy_only=False))
+        file_ids = self.file_ids.take(pa.array(rows))
+        if not len(self.also_rows):
+            return rows, file_ids
+        every = np.concatenate([rows, self.also_rows])
+        # Stable: a key's first holder stays ahead of the others.
+        order = np.argsort(every, kind="stable")
+        return every[order], pa.concat_arrays([file_ids, self.also_file_ids]).take(pa.array(order))
+
+
+class _Holders:
+    """Which keys of each partition a file group was already found to hold, and the further
+    holders of keys found in several."""
+
+    def __init__(self, num_partitions: int) -> None:
+        self._claimed: list[np.ndarray | None] = [None] * num_partitions
+        self._also: list[list[tuple[np.ndarray, str]]] = [[] for _ in range(num_partitions)]
+
+    def first_holder(self, i: int, n: int, held: np.ndarray, file_id: str) -> np.ndarray:
+        """Of the keys (indices ``held`` into partition ``i``'s ``n`` keys) that file ``file_id``
+        holds, those no file was found to hold before; the others are kept as further holders.
+        Called in slice order, so the first holder of a key does not depend on thread timing."""
+        claimed = self._claimed[i]
+        if claimed is None:
+            claimed = self._claimed[i] = np.zeros(n, dtype=bool)
+        again = claimed[held]
+        if again.any():
+            self._also[i].append((held[again], file_id))
+            held = held[~again]
+        claimed[held] = True
+        return held
+
+    def tagged(self, file_ids: list[pa.Array]) -> list[Tagged]:
+        out = []
+        for first, also in zip(file_ids, self._also, strict=True):
+            if not also:
+                out.append(Tagged(first, _NO_ROWS, _NO_FILE_IDS))
+                continue
+            rows = np.concatenate([held for held, _ in also]).astype(np.int64)
+            which = np.repeat(np.arange(len(also)), [len(held) for held, _ in also])
+            ids = pa.array([fid for _, fid in also], pa.string()).take(pa.array(which))
+            out.append(Tagged(first, rows, ids))
+        return out
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+_NO_FILE_IDS = pa.array([], pa.string())
+
+
 def _tag_single_admissions(
     found: list[tuple[tuple[int, pa.Array, FileSlice], np.ndarray, int]],
     counts: list[np.ndarray],
@@ -205,7 +292,7 @@ def _tag_single_admissions(
     for (i, keys, sl), idx, _ in found:
         only_here = idx[counts[i][idx] == 1]
         if len(only_here):
-            mask = _mask_from_indices(pa.array(only_here), len(keys))
+            mask = _mask_from_indices(only_here, len(keys))
             file_ids[i] = pc.if_else(mask, pa.scalar(sl.file_id), file_ids[i])
 
 
@@ -236,9 +323,9 @@ def _lookup_pool(workers: int) -> Iterator[ThreadPoolExecutor]:
     yield _shared_pool(workers, os.getpid())
 
 
-def _mask_from_indices(indices: pa.Array, n: int) -> pa.Array:
+def _mask_from_indices(indices: np.ndarray, n: int) -> pa.Array:
     mask = np.zeros(n, dtype=bool)
-    mask[indices.to_numpy(zero_copy_only=False)] = True
+    mask[indices] = True
     return pa.array(mask)
 
 

@@ -70,6 +70,11 @@ _OPS = 3
 
 # A provisional route: (partition, file id or None, insert slot or -1, bucket number or -1).
 Provisional = tuple[str, str | None, int, int]
+# One partition's tags in the route pass: (partition, its rows, per row the file id of the
+# first file group holding its key or null, and the further holders of keys several file groups
+# hold: positions among the rows, with a file id each).
+ConfirmedTags = tuple[str, pa.Array, pa.Array, tuple[np.ndarray, pa.Array]]
+_NO_HOLDERS: tuple[np.ndarray, pa.Array] = (np.zeros(0, dtype=np.int64), pa.array([], pa.string()))
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,7 @@ def route_task(
                 plan: GlobalRoutePlan = broadcast.value
                 records, values = plan.expand(records)
             else:
-                values = routes.of(records)
+                records, values = routes.of(records)
             packed.write(records, values)
     finally:
         index = packed.close()
@@ -153,11 +158,16 @@ class _ProvisionalRoutes:
     def _numbered(self, routes: list[Provisional]) -> np.ndarray:
         return np.asarray([self.routes.setdefault(r, len(self.routes)) for r in routes], dtype=np.int32)
 
-    def of(self, records: pa.Table) -> pa.Array:
-        """The route value of every keyed record; counts them."""
+    def of(self, records: pa.Table) -> tuple[pa.Table, pa.Array]:
+        """The records as their routes take them, and the route value of each; counts them. A
+        record whose key several file groups of its partition hold (kept by inserts and bulk
+        inserts) goes to each, as Hudi's index joins it with every location: it comes once per
+        file group, in input order, so the counts, the runs and the write tasks' records agree."""
         keys = records.column(RECORD_KEY).combine_chunks()
         groups = group_rows(records.column(PARTITION_PATH))
         values = np.zeros(len(keys), dtype=np.int32)
+        # Further holders of keys held by several file groups: (rows, route values).
+        also: list[tuple[np.ndarray, np.ndarray]] = []
         layout = self.spec.buckets
         if layout is not None:
             numbers = bucket_ids(keys, layout.hash_fields, layout.num_buckets)
@@ -166,30 +176,34 @@ class _ProvisionalRoutes:
                 distinct, inverse = np.unique(numbers[at], return_inverse=True)
                 values[at] = self._numbered([(partition, None, -1, int(b)) for b in distinct])[inverse]
         else:
-            for partition, rows, tags in self._tagged(keys, groups):
+            for partition, rows, tags, (also_at, also_ids) in self._tagged(keys, groups):
                 at = rows.to_numpy(zero_copy_only=False)
                 found = pc.is_valid(tags).to_numpy(zero_copy_only=False)
                 if found.any():
                     files = pc.dictionary_encode(tags.filter(pa.array(found)))
                     numbered = self._numbered([(partition, f, -1, -1) for f in files.dictionary.to_pylist()])
                     values[at[found]] = numbered[files.indices.to_numpy(zero_copy_only=False)]
+                if len(also_at):
+                    files = pc.dictionary_encode(also_ids)
+                    numbered = self._numbered([(partition, f, -1, -1) for f in files.dictionary.to_pylist()])
+                    also.append((at[also_at], numbered[files.indices.to_numpy(zero_copy_only=False)]))
                 if not found.all():
                     new = at[~found]
                     slots = insert_slots(key_hash(keys.take(pa.array(new))))
                     distinct, inverse = np.unique(slots, return_inverse=True)
                     values[new] = self._numbered([(partition, None, int(s), -1) for s in distinct])[inverse]
+        if also:
+            records, values = _with_copies(records, values, also)
         ops = records.column(OP_COLUMN).combine_chunks().to_numpy(zero_copy_only=False).astype(np.int64)
         counted = np.bincount(values.astype(np.int64) * _OPS + ops, minlength=_OPS * len(self.routes))
         self.counts = np.concatenate([self.counts, np.zeros(len(counted) - len(self.counts), np.int64)])
         self.counts += counted
-        return pa.array(values)
+        return records, pa.array(values)
 
-    def _tagged(
-        self, keys: pa.Array, groups: list[tuple[str, pa.Array]]
-    ) -> list[tuple[str, pa.Array, pa.Array]]:
-        """Per partition (name, rows, file ids: null for a key no file holds)."""
+    def _tagged(self, keys: pa.Array, groups: list[tuple[str, pa.Array]]) -> list[ConfirmedTags]:
+        """Per partition (name, rows, file ids: null for a key no file holds, further holders)."""
         if self.index is None:
-            return [(p, rows, pa.nulls(len(rows), pa.string())) for p, rows in groups]
+            return [(p, rows, pa.nulls(len(rows), pa.string()), _NO_HOLDERS) for p, rows in groups]
         return confirmed_tags(self.index, self.slices, keys, groups)
 
     def count_rows(self, path: str, part: int) -> pa.RecordBatch:
@@ -221,30 +235,44 @@ def confirmed_tags(
     slices: Mapping[str, list[FileSlice]],
     keys: pa.Array,
     groups: list[tuple[str, pa.Array]],
-) -> list[tuple[str, pa.Array, pa.Array]]:
-    """Per partition (name, rows, tags): the footer tags, with the keys several files may hold
-    confirmed by reading the files. A key only one footer admits keeps that file's id unread:
-    the write task of its file group takes a bloom false positive as an insert (a copy-on-write
-    rewrite, or on merge-on-read ``split_strays``)."""
+) -> list[ConfirmedTags]:
+    """Per partition (name, rows, tags, further holders): the footer tags, with the keys several
+    files may hold confirmed by reading the files. A key only one footer admits keeps that
+    file's id unread: the write task of its file group takes a bloom false positive as an insert
+    (a copy-on-write rewrite, or on merge-on-read ``split_strays``). The further holders are the
+    other file groups that hold a confirmed key (``Tagged.also_rows``, as positions among the
+    partition's rows, and ``Tagged.also_file_ids``): only confirmed keys can have several."""
     per_partition = [keys.take(rows) for _, rows in groups]
     footer = index.footer_tags(
         [(k, slices.get(p, [])) for k, (p, _) in zip(per_partition, groups, strict=True)]
     )
     confirm = [np.flatnonzero(shared) for _, shared in footer]
-    exact = index.tag(
+    exact = index.tag_all(
         [
             (k.take(pa.array(at)), slices.get(p, []))
             for k, at, (p, _) in zip(per_partition, confirm, groups, strict=True)
         ],
         confirm=True,
     )
-    tagged: list[tuple[str, pa.Array, pa.Array]] = []
+    tagged: list[ConfirmedTags] = []
     for (partition, rows), (tags, _), at, right in zip(groups, footer, confirm, exact, strict=True):
         tags = tags.cast(pa.string())
         if len(at):
-            tags = replaced_at(tags, at, right.cast(pa.string()))
-        tagged.append((partition, rows, tags))
+            tags = replaced_at(tags, at, right.file_ids.cast(pa.string()))
+        holders = (at[right.also_rows], right.also_file_ids) if len(right.also_rows) else _NO_HOLDERS
+        tagged.append((partition, rows, tags, holders))
     return tagged
+
+
+def _with_copies(
+    records: pa.Table, values: np.ndarray, also: list[tuple[np.ndarray, np.ndarray]]
+) -> tuple[pa.Table, np.ndarray]:
+    """``records`` with a copy of each row in ``also`` (rows, route values) after it, in input
+    order: a key's records keep their order in every route they take."""
+    rows = np.concatenate([np.arange(records.num_rows), *(at.astype(np.int64) for at, _ in also)])
+    routes = np.concatenate([values, *(v for _, v in also)])
+    order = np.argsort(rows, kind="stable")
+    return records.take(pa.array(rows[order])), routes[order].astype(np.int32)
 
 
 def replaced_at(values: pa.Array, at: np.ndarray, new: pa.Array) -> pa.Array:

@@ -49,7 +49,7 @@ from shoal.fs.markers import delete_markers, list_marked_files, reconcile_agains
 from shoal.fs.partition_metadata import ensure_partition_metadata, is_partition, partition_paths
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView, LogFile
-from shoal.index.bloom import BloomIndex
+from shoal.index.bloom import BloomIndex, Tagged
 from shoal.index.bucket import BucketIndex
 from shoal.index.global_index import CheckStored, check_stored_slices, tag_globally
 from shoal.index.locate import ITEMS_PER_WORKER, locate_keys
@@ -443,18 +443,26 @@ class Writer:
         all_keys = records.column(RECORD_KEY)
         keys = [all_keys.take(rows).combine_chunks() for _, rows in groups]
         slices = [view.latest_file_slices(partition) for partition, _ in groups]
+        # Per partition: the further file groups holding keys several hold (bloom and simple
+        # indexes); the others tag each key with one file group at most.
+        also: list[Tagged | None] = [None] * len(groups)
         if global_tags is not None:
+            # A global index's records already come once per file group they go to.
             tags = [global_tags.take(rows) for _, rows in groups]
         elif index is None:
             tags = [pa.nulls(len(k), pa.string()) for k in keys]
-        else:
+        elif isinstance(index, BloomIndex):
             # Copy-on-write tasks read every file they update: a key only one file's footer
             # admits is tagged without reading that file (a bloom false positive becomes an
             # insert there). Merge-on-read confirms: a false positive would log a new key.
-            tags = index.tag(list(zip(keys, slices, strict=True)), confirm=self.merge_on_read)
+            every = index.tag_all(list(zip(keys, slices, strict=True)), confirm=self.merge_on_read)
+            tags = [tagged.file_ids for tagged in every]
+            also = list(every)
+        else:
+            tags = index.tag(list(zip(keys, slices, strict=True)))
         ops = records.column(OP_COLUMN)
-        for (partition, rows), partition_slices, tagged, partition_keys in zip(
-            groups, slices, tags, keys, strict=True
+        for (partition, rows), partition_slices, tagged, partition_keys, holders in zip(
+            groups, slices, tags, keys, also, strict=True
         ):
             found = pc.is_valid(tagged)
             is_upsert = pc.equal(ops.take(rows), OP_UPSERT)
@@ -463,8 +471,15 @@ class Writer:
             inserts_by_bucket = None
             if bucket_index is not None:
                 new_rows, inserts_by_bucket = bucket_index.arrange_inserts(partition_keys, new_rows)
-            upd_idx = pc.indices_nonzero(found)
-            updates_by_file = {fid: upd_idx.take(ix) for fid, ix in group_rows(tagged.take(upd_idx))}
+            if holders is not None and len(holders.also_rows):
+                # A key several file groups hold (kept by inserts and bulk inserts) goes to each,
+                # as Hudi's index joins it with every location: each copy is updated or deleted.
+                at, held_by = holders.locations()
+                upd_idx = pa.array(at)
+            else:
+                upd_idx = pc.indices_nonzero(found)
+                held_by = tagged.take(upd_idx)
+            updates_by_file = {fid: upd_idx.take(ix) for fid, ix in group_rows(held_by)}
             first_bucket = len(assignment.buckets)
             self.assign(
                 assigner,
