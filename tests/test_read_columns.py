@@ -4,10 +4,14 @@ counts the rows, and a column the table does not have is an error."""
 
 from __future__ import annotations
 
+import datetime as _dt
+
 import pyarrow as pa
 import pytest
 
 import shoal
+from shoal.errors import InvalidArgumentError
+from shoal.read.filters import check_filters
 from tests.hudi_oracle import hudi_rs_read
 
 TABLE_TYPES = ["COPY_ON_WRITE", "MERGE_ON_READ"]
@@ -122,3 +126,15 @@ def test_empty_value_sets(evolved):
     assert t.read(filters=[("part", "in", [])]).num_rows == 0
     assert t.read(filters=[("part", "not in", [])]).num_rows == 4
     assert t.read(filters=[("c", "not in", ())], columns=["id"]).num_rows == 4
+
+
+def test_filter_check_compares_values_not_only_types():
+    """Arrow compares a naive datetime with a UTC timestamp only on values: the planner's check
+    runs the filters on a row of nulls, so it refuses them before any file is read."""
+    schema = pa.schema([("at", pa.timestamp("us", tz="UTC")), ("n", pa.int64())])
+    naive = [("at", ">", _dt.datetime(2024, 1, 1))]
+    with pytest.raises(InvalidArgumentError, match="timestamp with timezone"):
+        check_filters(naive, schema)
+    check_filters([("at", ">", _dt.datetime(2024, 1, 1, tzinfo=_dt.timezone.utc)), ("n", "<", 3)], schema)
+    check_filters(None, schema)
+    check_filters(naive, None)

@@ -80,8 +80,10 @@ def check_filters(filters: Sequence[Filter] | None, schema: pa.Schema | None) ->
     names = list(dict.fromkeys(f[0] for f in filters or ()))
     check_columns(names, schema, what="filter column")
     try:
-        # Binding the filters to the columns' types is what fails on a mistyped value.
-        pa.schema([schema.field(c) for c in names]).empty_table().filter(expr)
+        # Binding the filters to the columns' types is what fails on a mistyped value; a row of
+        # nulls, because Arrow checks some types only when it compares values (a naive datetime
+        # against a column of UTC instants).
+        pa.table({c: pa.nulls(1, schema.field(c).type) for c in names}).filter(expr)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
         given = list(filters or ())
         raise InvalidArgumentError(f"filters {given!r} do not fit the columns' types: {e}") from None
