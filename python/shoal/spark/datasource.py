@@ -69,6 +69,7 @@ from shoal.spark.read import (
     output_schema,
     plan_read,
     spark_schema,
+    written_columns,
 )
 from shoal.spark.splits import SplitPolicy
 from shoal.spark.stream import ShoalStreamReader, read_partition, slice_partitions, split_stream_options
@@ -240,7 +241,16 @@ class ShoalDataSource(DataSource):
         # Spark asks batch and streaming reads alike; a stream's own options are not read options.
         opts = read_options(split_stream_options(self.options)[1])
         table = Table(opts.path)
-        arrow = output_schema(table, table.schema(), opts.query_type, opts.columns, opts.include_deletes)
+        timeline = table._timeline()
+        written = None
+        if opts.query_type == "incremental" and opts.include_deletes and opts.columns is None:
+            # Where the delete marker goes among the columns, as shoal.spark.read places it
+            # (there from the planned tasks; here without planning: a range that holds
+            # instants but nothing to read puts it among them, not last).
+            written = written_columns(timeline, opts.start, opts.end)
+        arrow = output_schema(
+            table, table._schema(timeline), opts.query_type, opts.columns, opts.include_deletes, written
+        )
         return spark_schema(arrow)
 
     def reader(self, schema: StructType) -> DataSourceReader:

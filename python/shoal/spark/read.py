@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType, TimestampNTZType
 
+from shoal import _native
 from shoal.errors import InvalidArgumentError, UnsupportedError
 from shoal.fs.storage import Storage
 from shoal.read import incremental as inc
@@ -41,6 +42,7 @@ from shoal.read.projection import check_columns
 from shoal.read.snapshot import SliceReadSpec, read_columns
 from shoal.spark.splits import SplitPolicy, pack
 from shoal.table import Table, _read_slice
+from shoal.timeline.timeline import Timeline
 from shoal.write.schema import IS_DELETED_COLUMN, META_COLUMNS
 
 QUERY_TYPES = ("snapshot", "read_optimized", "incremental")
@@ -116,10 +118,17 @@ def output_schema(
     query_type: str,
     columns: Sequence[str] | None,
     include_deletes: bool,
+    written: Sequence[str] | None = None,
 ) -> pa.Schema:
     """The Arrow schema of a read's rows, as ``Table.read``/``read_incremental`` return them:
-    meta columns first (left out when the table does not populate them), the incremental
-    delete marker last, projected to ``columns`` in their order. Unknown columns are errors."""
+    meta columns first (left out when the table does not populate them), projected to
+    ``columns`` in their order. Unknown columns are errors.
+
+    An incremental read always returns ``_hoodie_commit_time`` (with ``include_deletes`` the
+    key's meta columns too) ahead of ``columns``, and the delete marker after the other columns;
+    when the whole schema is read, after the columns ``written`` (the ones its files hold, see
+    :func:`written_columns`) and before the ones added after the range, where ``read_incremental``
+    appends it to the rows it read."""
     fields = list(table_schema or [])
     if not table.config.populate_meta_fields:
         if query_type == "incremental":
@@ -131,13 +140,40 @@ def output_schema(
     deletes = query_type == "incremental" and include_deletes
     if deletes:
         fields = [f for f in fields if f.name != IS_DELETED_COLUMN]
-        fields.append(pa.field(IS_DELETED_COLUMN, pa.bool_()))
+        held = set(written) if written is not None and columns is None else {f.name for f in fields}
+        at = max((i + 1 for i, f in enumerate(fields) if f.name in held), default=0)
+        fields.insert(at, pa.field(IS_DELETED_COLUMN, pa.bool_()))
     schema = pa.schema(fields)
     if columns is None:
         return schema
-    names = list(dict.fromkeys([*columns, *([IS_DELETED_COLUMN] if deletes else [])]))
+    names = list(dict.fromkeys(columns))
+    if query_type == "incremental":
+        # The meta columns read_incremental adds ahead of the requested ones: one definition.
+        names = inc._read_columns(names, deletes) or []
+        if deletes:
+            names.append(IS_DELETED_COLUMN)
     check_columns(names, schema if table_schema is not None else None)
     return pa.schema([schema.field(c) for c in names if c in schema.names])
+
+
+def written_columns(
+    timeline: Timeline, start: str | _dt.datetime | None, end: str | _dt.datetime | None
+) -> list[str] | None:
+    """The columns the files of an incremental read of ``(start, end]`` hold: the meta columns
+    and those of the latest schema a data instant up to ``end`` recorded (columns added later
+    are in none of them). None when the range holds no instant: ``read_incremental`` then
+    returns the table's schema with the delete marker last."""
+    by_completion = timeline.config.table_version >= 8
+    lo, hi = inc.normalize_bound(start, "start"), inc.normalize_bound(end, "end")
+    completed = timeline.completed_data_instants()
+    visible = [i for i in completed if hi is None or inc.range_key(i, by_completion) <= hi]
+    if not any(lo is None or inc.range_key(i, by_completion) > lo for i in visible):
+        return None
+    for instant in reversed(visible):
+        avro = timeline.commit_metadata(instant).schema
+        if avro:
+            return [*META_COLUMNS, *_native.avro_to_arrow_schema(avro).names]
+    return None
 
 
 def plan_read(
@@ -163,10 +199,12 @@ def plan_read(
         return ReadJob(table.storage.base_uri, schema, False, table_schema, cols, tasks=tasks)
     timeline = table._timeline()
     table_schema = table._schema(timeline)
-    schema = output_schema(table, table_schema, qt, cols, include_deletes)
     plan = inc.plan_read(
         table.storage, timeline, table_schema, start, end, cols, filters, include_deletes, fallback_full_scan
     )
+    # With nothing to read, read_incremental returns the table's schema, the delete marker last.
+    written = written_columns(timeline, start, end) if plan.changes or plan.deletes else None
+    schema = output_schema(table, table_schema, qt, cols, include_deletes, written)
     if include_deletes:
         by_partition: dict[str, tuple[list[inc.ReadSpec], list[inc.DeleteProbeSpec]]] = {}
         for spec in plan.changes:
@@ -260,6 +298,10 @@ def conform(table: pa.Table, target: pa.Schema) -> list[pa.RecordBatch]:
     columns the slice lacks (older schemas) are nulls, extra ones are dropped."""
     if table.num_rows == 0:
         return []
+    if not target.names:
+        # No column to hand over, only rows to count: Spark takes a batch without columns by its
+        # length (a table built from no arrays would have none).
+        return [pa.record_batch([pa.nulls(table.num_rows)], names=["rows"]).select([])]
     columns = []
     for f in target:
         if f.name in table.column_names:
@@ -353,7 +395,7 @@ def split_native(job: ReadJob, storage: Storage) -> tuple[NativeScan | None, tup
     Spark expression with the semantics of shoal's Arrow filter (:func:`spark_condition`).
     Anything else (log files, type widening across schema versions, INT96 or nanosecond
     timestamps, object stores) stays on shoal's tasks."""
-    if job.incremental or not storage.is_local or not job.schema.names:
+    if job.incremental or not storage.is_local:
         return None, job.tasks
     if any("`" in name for name in job.schema.names):  # no way to name them in Spark
         return None, job.tasks
