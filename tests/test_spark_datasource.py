@@ -373,3 +373,21 @@ def test_commit_deletes_files_of_failed_task_attempts(tmp_path):
     commit_write(job, [ShoalCommitMessage(kept)])
     assert not any(storage.exists(s.path) for s in lost)
     assert _data_rows(hudi_rs_read(str(path))) == _data_rows(data)
+
+
+def test_a_failed_first_write_leaves_the_path_as_it_was(ss, tmp_path):
+    """df.write.format("shoal") into a new path: a write refused when it starts (a schema
+    without the ordering field) or failing in its tasks (a null record key) leaves nothing."""
+    path = tmp_path / "t"
+    no_ts = _trips(range(0, 5), "a").drop_columns(["ts"])
+    with pytest.raises(Exception, match="ts"):
+        _write(ss, no_ts, path, "insert", **CREATE)
+    assert not path.exists()
+    null_key = _trips(range(0, 5), "a")
+    null_key = null_key.set_column(0, "id", pa.array([None, 1, 2, 3, 4], pa.int64()))
+    with pytest.raises(Exception, match="null"):
+        _write(ss, null_key, path, "insert", **CREATE)
+    assert not path.exists()
+    # The corrected retry creates the table.
+    _write(ss, _trips(range(0, 5), "a"), path, "insert", **CREATE)
+    assert len(shoal.Table(path).read()) == 5

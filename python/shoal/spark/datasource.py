@@ -61,7 +61,14 @@ from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
 from shoal.read.filters import Filter
 from shoal.services.rollback import rollback_instant
-from shoal.spark.options import OPERATION_OPTION, open_or_create, parse_options
+from shoal.spark.options import (
+    OPERATION_OPTION,
+    NewTablePath,
+    new_table_path,
+    open_or_create,
+    parse_options,
+    undo_new_table,
+)
 from shoal.spark.read import (
     arrow_target,
     check_arguments,
@@ -337,6 +344,8 @@ class WriteJob:
     timeline_files: tuple[str, ...] = ()
     # The heartbeat interval, when the write keeps a heartbeat (LAZY failed-write cleaning).
     heartbeat_ms: int | None = None
+    # Set when the write created the table at a path that held nothing: an abort leaves it so.
+    new_table: NewTablePath | None = None
 
 
 @dataclass
@@ -408,9 +417,21 @@ def begin_write(options: Mapping[str, str], schema: StructType, overwrite: bool)
             f"shoal.spark.write(df, path, operation='{op}'), or set {OPERATION_OPTION} to insert, "
             "bulk_insert, insert_overwrite or insert_overwrite_table"
         )
+    new = new_table_path(Storage(path))
     # writer() runs in a driver-side Python process without a SparkSession: the writer built
     # below runs nothing through the table's executor.
     table = open_or_create(path, table_type, hoodie, executor=None)  # type: ignore[arg-type]
+    try:
+        return _start_write(table, operation, hoodie, schema, new)
+    except BaseException:
+        if new is not None:
+            undo_new_table(table.storage, new)
+        raise
+
+
+def _start_write(
+    table: Table, operation: Operation, hoodie: dict[str, str], schema: StructType, new: NewTablePath | None
+) -> WriteJob:
     writer = _writer(table)
     if writer.index(operation) is not None:
         raise UnsupportedError(
@@ -436,7 +457,14 @@ def begin_write(options: Mapping[str, str], schema: StructType, overwrite: bool)
         # This process beats until the keeper is started, then hands over.
         pending.heartbeat.detach()
     return WriteJob(
-        table.storage.base_uri, pending.instant_time, operation, hoodie, data_schema, planned, heartbeat_ms
+        table.storage.base_uri,
+        pending.instant_time,
+        operation,
+        hoodie,
+        data_schema,
+        planned,
+        heartbeat_ms,
+        new_table=new,
     )
 
 
@@ -522,3 +550,5 @@ def abort_write(job: WriteJob) -> None:
     if instant is not None and instant.state != State.COMPLETED:
         rollback_instant(storage, config, timeline, instant)
     storage.delete(heartbeat_path(job.instant), missing_ok=True)
+    if job.new_table is not None:
+        undo_new_table(storage, job.new_table)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from shoal.config import write_config as wc
@@ -109,19 +110,39 @@ def table_for_write(
     record key, a schema the options contradict) does not leave a table with its options behind
     for the corrected retry to conflict with."""
     storage = Storage(path)
-    existed = storage.exists("")
-    fresh = not storage.exists(".hoodie/hoodie.properties") and _holds_nothing(storage)
+    new = new_table_path(storage)
     table = open_or_create(path, table_type, hoodie, executor)
     try:
         yield table
     except BaseException:
-        if fresh and discard_new_table(storage) and not existed:
-            storage.delete_dir("")
+        if new is not None:
+            undo_new_table(storage, new)
         raise
 
 
-def _holds_nothing(storage: Storage) -> bool:
-    return not storage.exists("") or not (storage.list_files("") or storage.list_dirs(""))
+@dataclass(frozen=True)
+class NewTablePath:
+    """A path that held nothing before a write created its table there; ``existed``: as an
+    empty directory."""
+
+    existed: bool
+
+
+def new_table_path(storage: Storage) -> NewTablePath | None:
+    """The path of ``storage`` as a write that creates its table there finds it, or None when it
+    holds a table or anything else."""
+    if storage.exists(".hoodie/hoodie.properties"):
+        return None
+    existed = storage.exists("")
+    if existed and (storage.list_files("") or storage.list_dirs("")):
+        return None
+    return NewTablePath(existed)
+
+
+def undo_new_table(storage: Storage, new: NewTablePath) -> None:
+    """Leaves the path as the write that created its table found it (see :func:`discard_new_table`)."""
+    if discard_new_table(storage) and not new.existed:
+        storage.delete_dir("")
 
 
 def discard_new_table(storage: Storage) -> bool:
