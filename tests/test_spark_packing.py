@@ -27,6 +27,7 @@ def _records(n: int, rng: np.random.Generator, first: int = 0) -> pa.Table:
 
 
 def _pack(storage: Storage, part: int, chunks: list[tuple[pa.Table, pa.Array]]) -> pa.RecordBatch:
+    storage.makedirs("packed")  # the driver's part
     writer = PackedWriter(storage, f"packed/{part}-{100 + part}.arrow", part)
     for records, routes in chunks:
         writer.write(records, routes)
@@ -175,3 +176,12 @@ def test_new_records_of_a_partition_without_inserts_fail_unless_they_are_deletes
         laid_out_runs(rows, Assignment([], {}))
     deletes = rows.set_column(rows.schema.get_field_index("op"), "op", pa.array([None, 2], pa.int8()))
     assert laid_out_runs(deletes, Assignment([], {})) == []
+
+
+def test_a_packed_file_is_not_written_once_its_directory_is_gone(tmp_path):
+    """An attempt Spark gave up on may still run after the write deleted its scratch directory:
+    its file must not bring the directory back."""
+    storage = Storage(str(tmp_path))
+    with pytest.raises(FileNotFoundError):
+        PackedWriter(storage, "gone/0-1.arrow", 0)
+    assert not (tmp_path / "gone").exists()

@@ -132,10 +132,12 @@ class Storage:
     def open_input_file(self, rel: str) -> pafs.NativeFile:
         return self.fs.open_input_file(self.full_path(rel))
 
-    def open_output_stream(self, rel: str) -> pafs.NativeFile:
-        """A new file at ``rel`` (its directory created), written in place: for files whose
-        readers know, by other means, when they are whole."""
-        self.makedirs(_parent(rel))
+    def open_output_stream(self, rel: str, make_parents: bool = True) -> pafs.NativeFile:
+        """A new file at ``rel``, written in place: for files whose readers know, by other
+        means, when they are whole. ``make_parents``: its directory is created; without it, a
+        file system with directories raises FileNotFoundError when it is gone."""
+        if make_parents:
+            self.makedirs(_parent(rel))
         return self.fs.open_output_stream(self.full_path(rel))
 
 

@@ -93,7 +93,12 @@ def key_task(
     ordering = spec.ordering
     storage = Storage(spec.base_uri)
     path = f"{directory}/{partition}-{attempt}.arrow"
-    with storage.open_output_stream(path) as sink, pa.ipc.new_stream(sink, schema) as stream:
+    # The driver made the directory: an attempt Spark gave up on that still runs once the write
+    # has deleted it does not make it again (and leave its file there).
+    with (
+        storage.open_output_stream(path, make_parents=False) as sink,
+        pa.ipc.new_stream(sink, schema) as stream,
+    ):
         for chunk in chunked(batches, KEY_CHUNK_ROWS):
             keyed = keyed_table(spec, chunk)
             keys, partitions, ops = key_columns_of(spec, keyed)

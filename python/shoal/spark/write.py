@@ -349,6 +349,7 @@ class SparkWrite:
         schema = key_pass_schema(spec.ordering)
         storage = self.table.storage
         directory = keys_dir(storage)
+        storage.makedirs(directory)
         try:
             with (
                 arrow_batches(self.spark, keys.schema),
@@ -368,6 +369,7 @@ class SparkWrite:
         ``broadcast``; returns the pass's run and count rows."""
         directory = scratch_dir(self.table.storage, PACKED_DIR_NAME)
         self._scratch.append(directory)
+        self.table.storage.makedirs(directory)
         config, write_config = self.table.config, self.table.write_config
         keying = RecordKeying(
             operation=self.operation,
