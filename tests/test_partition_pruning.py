@@ -20,7 +20,7 @@ import shoal
 import shoal.read.incremental as incremental_module
 import shoal.table as table_module
 from shoal.config.table_config import TableConfig
-from shoal.read.filters import PartitionLayout, prune_partitions, split_partition_path, unescape_path_name
+from shoal.read.pruning import PartitionLayout, prune_partitions, split_partition_path, unescape_path_name
 from tests.hudi_oracle import hudi_rs_read
 
 TABLE_TYPES = ["COPY_ON_WRITE", "MERGE_ON_READ"]

@@ -25,11 +25,12 @@ from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
 from shoal.keygen import CustomKeyGenerator, KeyGenerator, key_generator_from_properties, keygen_properties
 from shoal.keygen import options as kgo
-from shoal.read.filters import Filter, check_filters, prune_partitions
+from shoal.read.filters import Filter, check_filters
 from shoal.read.incremental import normalize_bound
 from shoal.read.incremental import read_incremental as read_changes
 from shoal.read.mor import MorSliceSpec, read_mor_slice
 from shoal.read.projection import check_columns, conform, conformed_schema, project
+from shoal.read.pruning import prune_partitions
 from shoal.read.snapshot import SliceReadSpec, iter_batches, plan_slices, read_base_slice, unify
 from shoal.read.stream import ChangeStream
 from shoal.services.archive import ArchiveJob, ArchiveResult

@@ -45,9 +45,10 @@ from shoal.executor.base import Executor
 from shoal.fs.naming import parse_log_file_name
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView
-from shoal.read.filters import Filter, check_filters, prune_partitions
+from shoal.read.filters import Filter, check_filters
 from shoal.read.mor import MorSliceSpec, read_mor_slice
 from shoal.read.projection import check_columns, conform, project
+from shoal.read.pruning import prune_partitions
 from shoal.read.snapshot import SliceReadSpec, read_base_slice, unify
 from shoal.services.clean import ensure_retained
 from shoal.timeline.instant import Action, Instant
