@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from shoal.errors import InvalidArgumentError
+from shoal.write.schema import is_widening
 
 
 def check_columns(
@@ -57,18 +58,11 @@ def conformed_schema(read: pa.Schema, schema: pa.Schema) -> pa.Schema:
     """The schema :func:`conform` gives rows of the ``read`` schema."""
     fields = []
     for field in read:
-        if field.name in schema.names and _widens(field.type, schema.field(field.name).type):
+        if field.name in schema.names and is_widening(field.type, schema.field(field.name).type):
             field = field.with_type(schema.field(field.name).type)
         fields.append(field)
     fields += [f.with_nullable(True) for f in schema if f.name not in read.names]
     return pa.schema(fields, metadata=read.metadata)
-
-
-def _widens(stored: pa.DataType, wider: pa.DataType) -> bool:
-    """Whether ``wider`` is another numeric type (Hudi widens int to long, float or double,
-    and long or float to double)."""
-    numeric = (pa.types.is_integer, pa.types.is_floating)
-    return stored != wider and any(f(stored) for f in numeric) and any(f(wider) for f in numeric)
 
 
 def rows_without_columns(n: int) -> pa.Table:

@@ -246,6 +246,12 @@ def check_storable(schema: pa.Schema) -> None:
     _native.arrow_to_avro_schema(schema, "record", "")
 
 
+def is_widening(stored: pa.DataType, wider: pa.DataType) -> bool:
+    """Whether a write may change a column stored as ``stored`` to ``wider`` (``int`` to ``long``,
+    ``float`` to ``double``, ...): the schema evolution Hudi allows."""
+    return (stored, wider) in _WIDENINGS
+
+
 def widened_columns(table_schema: pa.Schema | None, data_schema: pa.Schema) -> list[str]:
     """The columns whose stored type ``data_schema`` widens from ``table_schema``'s (``int`` to
     ``long``, ``float`` to ``double``, ...)."""
@@ -256,7 +262,7 @@ def widened_columns(table_schema: pa.Schema | None, data_schema: pa.Schema) -> l
         f.name
         for f in data_schema
         if f.name in stored
-        and (stored[f.name], f.type) in _WIDENINGS
+        and is_widening(stored[f.name], f.type)
         and _storable(stored[f.name]) != _storable(f.type)
     ]
 
