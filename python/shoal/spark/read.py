@@ -169,11 +169,8 @@ def written_columns(
     visible = [i for i in completed if hi is None or inc.range_key(i, by_completion) <= hi]
     if not any(lo is None or inc.range_key(i, by_completion) > lo for i in visible):
         return None
-    for instant in reversed(visible):
-        avro = timeline.commit_metadata(instant).schema
-        if avro:
-            return [*META_COLUMNS, *_native.avro_to_arrow_schema(avro).names]
-    return None
+    avro = timeline.latest_schema(visible)
+    return [*META_COLUMNS, *_native.avro_to_arrow_schema(avro).names] if avro else None
 
 
 def plan_read(

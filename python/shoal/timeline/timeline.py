@@ -4,7 +4,7 @@ instants through requested -> inflight -> completed (written in the version 6 la
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import cached_property
 
 from shoal import _native
@@ -163,9 +163,10 @@ class Timeline:
         self._plan_cache[instant_time] = operations
         return operations
 
-    def latest_schema(self) -> str | None:
-        """The Avro schema of the latest completed data instant that recorded one."""
-        for inst in reversed(self.completed_data_instants()):
+    def latest_schema(self, instants: Sequence[Instant] | None = None) -> str | None:
+        """The Avro schema of the latest completed data instant that recorded one (of
+        ``instants``, in timeline order, when given)."""
+        for inst in reversed(self.completed_data_instants() if instants is None else instants):
             schema = self.commit_metadata(inst).schema
             if schema:
                 return schema
