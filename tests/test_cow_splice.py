@@ -1,7 +1,7 @@
 """Copy-on-write merges keep the stored records in place and copy the column chunks no update
 changed: the new base file holds the same rows hudi-rs and shoal read as a full rewrite would,
 its unchanged chunks are byte for byte the replaced file's, and what cannot be spliced (another
-codec, an evolved schema, a key stored twice) is written whole."""
+codec, an evolved schema) is written whole."""
 
 from __future__ import annotations
 
@@ -210,17 +210,27 @@ def test_an_evolved_schema_is_written_whole(tmp_path):
     _expect_equal(t, _apply(base, batch.drop_columns(["extra"])))
 
 
-def test_a_key_stored_twice_is_merged_without_splicing(tmp_path):
+def test_each_copy_of_a_key_stored_twice_is_merged_in_place(tmp_path):
     t = _create(tmp_path / "t")
     # bulk_insert does not combine records by key: the file then holds id-00003 twice.
     t.bulk_insert(pa.concat_tables([_data(range(100)), _data([3], ts=1, fare=[9.0])]))
-    stored = pq.read_table(_latest_base_file(t))
+    old_file = _latest_base_file(t)
+    stored = pq.read_table(old_file)
     assert stored.column("id").to_pylist().count("id-00003") == 2
     t.upsert(_data([3, 4], ts=5, fare=[7.0, 7.0]))
     got = t.read(columns=COLUMNS)
     rows = [r for r in got.to_pylist() if r["id"] in ("id-00003", "id-00004")]
-    assert sorted((r["id"], r["fare"]) for r in rows) == [("id-00003", 7.0), ("id-00004", 7.0)]
+    # Hudi's merge handle merges each stored copy with the incoming record.
+    assert sorted((r["id"], r["fare"]) for r in rows) == [
+        ("id-00003", 7.0),
+        ("id-00003", 7.0),
+        ("id-00004", 7.0),
+    ]
     assert rows_by(hudi_rs_read(t.path), COLUMNS, ["id"]) == rows_by(got, COLUMNS, ["id"])
+    new_file = _latest_base_file(t)
+    ids = pq.read_table(new_file).column("id").to_pylist()
+    assert ids == stored.column("id").to_pylist()
+    assert column_chunk_bytes(new_file, "note") == column_chunk_bytes(old_file, "note")
 
 
 def test_nested_columns_merge(tmp_path):

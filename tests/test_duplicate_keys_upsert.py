@@ -88,7 +88,8 @@ def _rows(table: pa.Table) -> list[dict]:
 
 def _write_options(index: str, partitioned: bool) -> dict[str, str]:
     """The partitioned sequence's insert goes to a file group of its own, not into a small
-    file, where its keys would sit twice in one file group (see the xfail test below)."""
+    file, where its keys would sit twice in one base file: merge-on-read then updates the first
+    copy only (tests/test_duplicate_copies_in_one_file.py), which the model here does not say."""
     return {"hoodie.index.type": index, **({"hoodie.parquet.small.file.limit": "0"} if partitioned else {})}
 
 
@@ -162,11 +163,6 @@ def test_local_upsert_and_delete_reach_every_copy_of_a_key(tmp_path, table_type,
         assert _updates_and_deletes(results[5]) == (0, 2)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a copy-on-write merge (tasks/cow_write.py) writes one record for every stored copy of "
-    "a key in its file, where Hudi's merge handle merges and writes each copy",
-)
 def test_local_upsert_reaches_every_copy_after_small_file_inserts(tmp_path):
     """Inserts into a small file (Hudi's concat handle) hold a key twice in one file group: the
     upsert updates that file group's copies and the other file group's."""

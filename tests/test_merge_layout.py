@@ -98,13 +98,25 @@ def test_a_small_last_row_group_is_written_again_with_the_new_records():
     assert [g.num_rows for g in layout.row_groups] == [10, 2, 1]
 
 
+def test_each_copy_of_a_key_stored_twice_takes_the_records_place():
+    stored = _stored(["a", "b", "a", "c"], [1, 2, 3, 4])
+    layout = _layout(stored, [2, 2], _new_rows(["a", "z"], [9, 26]), target=8)
+    assert layout is not None
+    rows = layout.rows
+    assert rows.column(RECORD_KEY).to_pylist() == ["a", "b", "a", "c", "z"]
+    assert rows.column("v").to_pylist() == [9, 2, 9, 4, 26]
+    names = rows.column_names
+    g0, g1, tail = layout.row_groups
+    # w is unchanged by the update in both row groups: its chunks are kept.
+    assert dict(zip(names, g0.sources, strict=True)) == {RECORD_KEY: 0, FILE_NAME: -1, "v": -1, "w": 0}
+    assert dict(zip(names, g1.sources, strict=True)) == {RECORD_KEY: 1, FILE_NAME: -1, "v": -1, "w": 1}
+    assert (tail.start, tail.num_rows) == (4, 1)
+
+
 def test_what_cannot_be_laid_out_in_place():
     stored = _stored(["a", "b"], [1, 2])
     # No stored rows.
     assert _layout(stored.slice(0, 0), [], _new_rows(["a"], [1])) is None
-    # A key stored twice.
-    twice = _stored(["a", "a"], [1, 2])
-    assert _layout(twice, [2], _new_rows(["a"], [5])) is None
     # A stored row said to be named by a record that is not among them.
     assert (
         merge_in_place(

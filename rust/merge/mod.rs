@@ -3,7 +3,10 @@
 //!
 //! It follows Apache Hudi's two phases, which hudi-rs implements too, so all three readers
 //! agree on any table: first the log entries of a key collapse oldest-first into one version
-//! (a record or a tombstone), then that version is merged with the base record.
+//! (a record or a tombstone), then that version is merged with the base record. A base file
+//! can hold a key twice (inserts that allow duplicates): as in Hudi's file group reader, which
+//! takes the log version out of its map at the first base record of the key, only that first
+//! copy meets the log version, and the later copies read as stored.
 //!
 //! The kernel works on keys, ordering ranks and entry kinds only; callers build the merged
 //! Arrow batches with `filter`/`take`, so every column type is supported without copying
@@ -64,6 +67,8 @@ struct LogVersion {
     entry: Option<u32>,
     /// None: an unconditional tombstone (Hudi's default ordering value), beaten by any record.
     rank: Option<u64>,
+    /// Whether a base record of the key met this version already.
+    met: bool,
 }
 
 /// Merges base rows with log entries applied oldest first.
@@ -105,6 +110,7 @@ pub fn merge_records<'a>(
             (EntryKind::Delete, _) => LogVersion {
                 entry: None,
                 rank: None,
+                met: false,
             },
             (
                 _,
@@ -115,36 +121,37 @@ pub fn merge_records<'a>(
             (EntryKind::Record, _) => LogVersion {
                 entry: Some(j as u32),
                 rank: Some(rank),
+                met: false,
             },
             (EntryKind::OrderedDelete, _) => LogVersion {
                 entry: None,
                 rank: Some(rank),
+                met: false,
             },
         };
         log.insert(key, next);
     }
 
-    // Phase 2: each base record against its key's collapsed log version.
+    // Phase 2: the first base record of each key against the key's collapsed log version.
     let mut base_keep = Vec::with_capacity(n_base);
-    let mut superseded_by_base: Vec<&'a str> = Vec::new();
     for (i, key) in base_keys.enumerate() {
-        let keep = match log.get(key) {
+        let keep = match log.get_mut(key) {
             None => true,
-            Some(v) => match (v.rank, event_time) {
-                (None, _) | (_, false) => false,
-                (Some(log_rank), true) => {
-                    let base = base_rank.map_or(0, |r| r[i]);
-                    base > log_rank
+            Some(v) if v.met => true,
+            Some(v) => {
+                v.met = true;
+                let keep = match (v.rank, event_time) {
+                    (None, _) | (_, false) => false,
+                    (Some(log_rank), true) => base_rank.map_or(0, |r| r[i]) > log_rank,
+                };
+                if keep {
+                    // The base version wins: the log's version of the key is dropped.
+                    v.entry = None;
                 }
-            },
+                keep
+            }
         };
-        if keep && log.contains_key(key) {
-            superseded_by_base.push(key);
-        }
         base_keep.push(keep);
-    }
-    for key in superseded_by_base {
-        log.remove(key);
     }
     let mut log_take: Vec<u32> = log.values().filter_map(|v| v.entry).collect();
     log_take.sort_unstable();
@@ -247,6 +254,28 @@ mod tests {
         );
         // a survives (9 > 4); b is deleted and the late record (2 < 4) does not bring it back.
         assert_eq!(out.base_keep, vec![true, false]);
+        assert!(out.log_take.is_empty());
+    }
+
+    #[test]
+    fn only_the_first_base_copy_of_a_key_meets_the_log_version() {
+        let out = run(
+            &[("a", 1), ("b", 1), ("a", 2), ("a", 3)],
+            &[("a", 9, Record), ("b", 9, Delete)],
+            MergeMode::EventTime,
+        );
+        assert_eq!(out.base_keep, vec![false, false, true, true]);
+        assert_eq!(out.log_take, vec![0]);
+    }
+
+    #[test]
+    fn a_first_base_copy_that_wins_drops_the_log_version_and_keeps_the_others() {
+        let out = run(
+            &[("a", 9), ("a", 1)],
+            &[("a", 5, Record)],
+            MergeMode::EventTime,
+        );
+        assert_eq!(out.base_keep, vec![true, true]);
         assert!(out.log_take.is_empty());
     }
 

@@ -135,9 +135,9 @@ class SliceMerge:
         named = pc.is_in(base_keys, value_set=log_keys)  # base rows whose key the logs name
         shared = base_keys.filter(named)
         kept = len(base_keys) if self.base_keep is None else int(pc.sum(self.base_keep).as_py() or 0)
-        kept_named = int(
-            pc.sum(named if self.base_keep is None else pc.and_(named, self.base_keep)).as_py() or 0
-        )
+        # Only the first base copy of a named key meets its log version (a base file may hold a
+        # key twice), and only such a copy is ever dropped: the others were kept as stored.
+        kept_named = len(pc.unique(shared)) - (len(base_keys) - kept)
         survivors = (
             self.survivors.column(RECORD_KEY).combine_chunks().cast(pa.string())
             if self.survivors is not None

@@ -81,6 +81,7 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
     replaced = None
     num_deletes_hit = 0
     stored: StoredFile | None = None
+    copies: _CopyMerge | None = None
     if rewrite:
         stored = _read_old(spec, storage)
         old = stored.rows
@@ -94,15 +95,22 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
         # The stored keys (and ordering values) that incoming records name.
         wanted = [c for c in (RECORD_KEY, spec.ordering_field) if c and c in old.column_names]
         matched = old.select(wanted).filter(replaced)
-        if spec.event_time_ordering and spec.ordering_field and not spec.concat:
+        matched_keys = matched.column(RECORD_KEY)
+        if not spec.concat and len(pc.unique(matched_keys)) != len(matched_keys):
+            event_time = spec.ordering_field if spec.event_time_ordering else None
+            copies = _merge_copies(records, old, replaced, event_time)
+            records, replaced = copies.records, copies.replaced
+            ops = records.column(OP_COLUMN) if OP_COLUMN in records.column_names else None
+        elif spec.event_time_ordering and spec.ordering_field and not spec.concat:
             fresh = _drop_stale(records, matched, spec.ordering_field)
             if fresh.num_rows != records.num_rows:
                 records = fresh
                 ops = records.column(OP_COLUMN) if OP_COLUMN in records.column_names else None
                 replaced = pc.is_in(old_keys, value_set=records.column(RECORD_KEY))
         # Stale records are gone, so matched keys they named count as neither updates nor deletes.
-        matched_keys = matched.column(RECORD_KEY)
-        num_deletes_hit = _count_deletes_hitting(records, ops, matched_keys)
+        num_deletes_hit = (
+            copies.deletes(ops) if copies is not None else _count_deletes_hitting(records, ops, matched_keys)
+        )
     is_upsert = None if ops is None else pc.equal(ops, OP_UPSERT)
     all_upserts = is_upsert is None or pc.all(is_upsert).as_py()
     upserts = records if all_upserts else records.filter(is_upsert)
@@ -111,17 +119,27 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
     new_rows = base_file_rows(upserts, spec.instant, spec.task_id, name, spec.partition_path)
     if stored is not None:
         new_rows = _dictionaries_like(new_rows, stored.rows.schema)
-    num_updates = 0
+    num_updates = num_inserts = 0
     keys = None
+    repeats = None
     if rewrite:
-        updated = pc.is_in(upserts.column(RECORD_KEY), value_set=matched_keys)
-        num_updates = pc.sum(updated).as_py() or 0
+        if copies is not None:
+            # Per written record, the stored copies it replaces (0: an insert).
+            repeats = copies.per_record if all_upserts else copies.per_record[as_bools(is_upsert)]
+            updated = pa.array(repeats > 0)
+            num_updates = int(repeats.sum())
+        else:
+            updated = pc.is_in(upserts.column(RECORD_KEY), value_set=matched_keys)
+            num_updates = pc.sum(updated).as_py() or 0
+        num_inserts = upserts.num_rows - (pc.sum(updated).as_py() or 0)
         if num_deletes_hit == 0:
             inserted = upserts.column(RECORD_KEY).filter(pc.invert(updated))
             keys = _extended_key_footer(stored.footer if stored else {}, spec.options, inserted)
+    else:
+        num_inserts = upserts.num_rows
     mask = None if all_upserts or is_upsert is None else as_bools(is_upsert)
     out, size = _write_slice(
-        storage, path, name, spec.options, stored, replaced, records, mask, new_rows, keys
+        storage, path, name, spec.options, stored, replaced, records, mask, new_rows, keys, repeats
     )
     return WriteStat(
         fileId=spec.file_id,
@@ -130,7 +148,7 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
         numWrites=out.num_rows,
         numDeletes=num_deletes_hit,
         numUpdateWrites=num_updates,
-        numInserts=upserts.num_rows - num_updates,
+        numInserts=num_inserts,
         totalWriteBytes=size,
         partitionPath=spec.partition_path,
         fileSizeInBytes=size,
@@ -153,11 +171,13 @@ def _write_slice(
     is_upsert: np.ndarray | None,
     new_rows: pa.Table,
     keys: KeyFooterValues | None,
+    repeats: np.ndarray | None = None,
 ) -> tuple[pa.Table, int]:
     """Writes the new slice's base file and returns its rows and size. A merge into a base
     file lays the records out in place and copies the column chunks no update changed; when it
     cannot (or for a new file group, or a merge-on-read slice with logs), the kept rows and then
-    the new ones are written whole."""
+    the new ones are written whole. ``repeats``: per new row, how many stored copies of its key
+    it replaces, when the file holds a key more than once (each copy is written merged)."""
     plain = stored.plain if stored is not None else []
     if stored is not None and stored.raw is not None and replaced is not None:
         target = row_group_rows(stored.rows, options)
@@ -176,6 +196,8 @@ def _write_slice(
             if size is not None:
                 return layout.rows, size
             return layout.rows, write_base_file(storage, path, layout.rows, options, keys, plain)
+    if repeats is not None:
+        new_rows = new_rows.take(pa.array(np.repeat(np.arange(new_rows.num_rows), np.maximum(repeats, 1))))
     out = new_rows
     if stored is not None and replaced is not None:
         kept = _filter_rows(stored.rows, pc.invert(replaced))
@@ -377,38 +399,11 @@ def stale_ordering(incoming: pa.Array | pa.ChunkedArray, stored: pa.Array | pa.C
 
 def _drop_stale(records: pa.Table, old: pa.Table, ordering_field: str) -> pa.Table:
     """Event-time ordering: incoming upserts and soft deletes whose ordering value is lower than
-    the stored record's lose and are dropped; hard deletes always apply. ``old`` needs to hold
-    only the stored records whose keys come in."""
+    the stored record's lose and are dropped; hard deletes always apply. ``old`` holds the
+    stored records whose keys come in, each key once (_merge_copies handles a key stored
+    twice): each record looks its stored row up by position."""
     if ordering_field not in old.column_names or ordering_field not in records.column_names:
         return records  # hard deletes carry no ordering value: they always apply
-    stored_keys = old.column(RECORD_KEY)
-    if len(pc.unique(stored_keys)) == len(stored_keys):
-        return _drop_stale_unique(records, old, ordering_field)
-    n = records.num_rows
-    inc = pa.table(
-        {
-            RECORD_KEY: records.column(RECORD_KEY),
-            "__inc_ord": records.column(ordering_field),
-            "__row": pa.array(range(n), pa.int64()),
-        }
-    )
-    stored = pa.table({RECORD_KEY: old.column(RECORD_KEY), "__old_ord": old.column(ordering_field)})
-    joined = inc.join(stored, RECORD_KEY, join_type="inner")
-    if joined.num_rows == 0:
-        return records
-    stale = stale_ordering(joined.column("__inc_ord"), joined.column("__old_ord"))
-    stale_rows = pc.filter(joined.column("__row"), stale)
-    if len(stale_rows) == 0:
-        return records
-    keep = pc.invert(pc.is_in(pa.array(range(n), pa.int64()), value_set=stale_rows.combine_chunks()))
-    if OP_COLUMN in records.column_names:
-        keep = pc.or_(keep, pc.equal(records.column(OP_COLUMN), OP_HARD_DELETE))
-    return records.filter(keep)
-
-
-def _drop_stale_unique(records: pa.Table, old: pa.Table, ordering_field: str) -> pa.Table:
-    """_drop_stale when ``old`` holds each key once (a base file does unless inserts kept
-    duplicates): each record looks its stored row up by position instead of through a join."""
     position = pc.index_in(records.column(RECORD_KEY), value_set=old.column(RECORD_KEY))
     old_ord = old.column(ordering_field).take(position)
     stale = pc.and_(pc.is_valid(position), stale_ordering(records.column(ordering_field), old_ord))
@@ -417,6 +412,59 @@ def _drop_stale_unique(records: pa.Table, old: pa.Table, ordering_field: str) ->
     if not pc.any(stale).as_py():
         return records
     return records.filter(pc.invert(stale))
+
+
+@dataclass(frozen=True)
+class _CopyMerge:
+    """A merge into a file holding a key more than once (an insert that kept duplicates): as in
+    Hudi's merge handle, every stored copy merges with the incoming record of its key on its
+    own, so under event-time ordering one copy may lose while another wins."""
+
+    # The incoming records that take effect: one that loses to every copy of its key drops out.
+    records: pa.Table
+    # Per stored row, whether an incoming record replaces (updates or deletes) it.
+    replaced: pa.ChunkedArray
+    # Per record of ``records``, how many stored copies it replaces.
+    per_record: np.ndarray
+
+    def deletes(self, ops: pa.ChunkedArray | None) -> int:
+        """Stored copies the deletes among the records remove."""
+        if ops is None:
+            return 0
+        return int(self.per_record[~as_bools(pc.equal(ops, OP_UPSERT))].sum())
+
+
+def _merge_copies(
+    records: pa.Table, old: pa.Table, hit: pa.ChunkedArray, event_time: str | None
+) -> _CopyMerge:
+    """Decides, per stored copy that an incoming record names (``hit``), whether the record
+    replaces it (see _CopyMerge). ``event_time``: the ordering field under event-time ordering,
+    None under commit-time ordering (the incoming record always wins)."""
+    hit_rows = np.flatnonzero(as_bools(hit))
+    position = pc.index_in(
+        old.column(RECORD_KEY).take(pa.array(hit_rows)), value_set=records.column(RECORD_KEY)
+    )
+    record_of = np.asarray(position.to_numpy(zero_copy_only=False), dtype=np.int64)
+    wins = np.ones(len(hit_rows), dtype=bool)
+    ordering = event_time
+    if ordering is not None and ordering in old.column_names and ordering in records.column_names:
+        picked = pa.array(record_of)
+        stale = stale_ordering(
+            records.column(ordering).take(picked), old.column(ordering).take(pa.array(hit_rows))
+        )
+        if OP_COLUMN in records.column_names:
+            hard = pc.equal(records.column(OP_COLUMN).take(picked), OP_HARD_DELETE)
+            stale = pc.and_(stale, pc.invert(hard))
+        wins = ~as_bools(stale)
+    n = records.num_rows
+    per_record = np.bincount(record_of[wins], minlength=n)
+    named = np.bincount(record_of, minlength=n) > 0
+    replaced = np.zeros(old.num_rows, dtype=bool)
+    replaced[hit_rows[wins]] = True
+    effective = ~named | (per_record > 0)
+    if not effective.all():
+        records, per_record = records.filter(pa.array(effective)), per_record[effective]
+    return _CopyMerge(records, pa.chunked_array([replaced], pa.bool_()), per_record)
 
 
 def _count_deletes_hitting(records: pa.Table, ops: pa.ChunkedArray | None, old_keys: pa.ChunkedArray) -> int:

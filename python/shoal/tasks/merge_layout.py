@@ -65,8 +65,9 @@ def merge_in_place(
     ``hit``: per stored row, whether an incoming record names its key. ``is_upsert``: per
     incoming record, whether it is written (else it deletes); None when all are. ``new_rows``:
     the written records, in their order, with meta columns. ``file_name``: the new file's name.
-    None when the stored rows cannot be merged in place: no stored rows, a key stored twice, a
-    named row whose record is missing, or columns whose types differ from the new rows'."""
+    A key stored twice may have each copy named: each then takes the record's place. None when
+    the stored rows cannot be merged in place: no stored rows, a named row whose record is
+    missing, or columns whose types differ from the new rows'."""
     n_old = old.num_rows
     names = list(old.column_names)
     if not n_old or sum(old_group_rows) != n_old:
@@ -89,8 +90,6 @@ def merge_in_place(
     if incoming.null_count:
         return None  # a stored row said to be named by a record that is not there
     record_of_hit = incoming.to_numpy(zero_copy_only=False)
-    if len(np.unique(record_of_hit)) != len(record_of_hit):
-        return None  # a stored key twice: each copy would take the same record
     if is_upsert is None:
         writes = np.ones(len(record_of_hit), dtype=bool)
         upsert_index = np.arange(records.num_rows)
@@ -100,7 +99,9 @@ def merge_in_place(
     updated_at = hit_rows[writes]
     update_from = upsert_index[record_of_hit[writes]]
     deleted_at = hit_rows[~writes]
-    inserted = np.setdiff1d(np.arange(new_rows.num_rows), update_from, assume_unique=True)
+    is_insert = np.ones(new_rows.num_rows, dtype=bool)
+    is_insert[update_from] = False
+    inserted = np.flatnonzero(is_insert)
 
     bounds = np.cumsum(old_group_rows)
     changed = _groups_changed(old, new_rows, names, updated_at, update_from, bounds)
