@@ -7,9 +7,11 @@ Batches come in through :meth:`StreamWriter.write` and go through the writer's p
 file group) by a :class:`~shoal.write.assigner.RollingAssigner`, which keeps each partition's
 small-file and new-file assign states until the checkpoint, so that later batches keep filling
 the file groups earlier ones opened (with the bucket index, the new file group of each bucket).
-A key written earlier in the checkpoint (not committed, so the index cannot see it) goes back to
-the bucket it went to, and competes with the version written before by the precombine rule: the
-greatest ordering value wins, ties to the later.
+A key several file groups of its partition hold (kept by inserts and bulk inserts) goes to the
+bucket of each, as in ``Writer.route_records``: every copy is updated or deleted. A key written
+earlier in the checkpoint (not committed, so the index cannot see it) goes back to the buckets it
+went to, and competes with the version written before by the precombine rule: the greatest
+ordering value wins, ties to the later.
 Under a global index a key is one record in the whole table: a checkpoint writes what one
 ``shoal.Table`` write of all its batches would (:meth:`StreamWriter._route_global`).
 
@@ -58,7 +60,7 @@ from shoal.errors import (
 from shoal.fs.naming import parse_log_file_name
 from shoal.fs.partition_metadata import ensure_partition_metadata
 from shoal.fs.view import FileSlice, FileSystemView
-from shoal.index.bloom import BloomIndex
+from shoal.index.bloom import BloomIndex, Tagged
 from shoal.index.bucket import BucketIndex
 from shoal.index.global_index import tag_globally
 from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_UPSERT, CowWriteSpec
@@ -93,6 +95,9 @@ FLUSH_CHECKPOINT = "checkpoint"
 
 _INTERNAL = (RECORD_KEY, PARTITION_PATH, OP_COLUMN)
 _NO_BUCKET = -1
+# The tags of an index that holds a key in one file group at most: no further holders.
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+_NO_FILE_IDS = pa.array([], pa.string())
 
 
 class RecordSizeSampler:
@@ -185,6 +190,9 @@ class _Checkpoint:
     # for a delete with nothing to delete), and the ordering value of its winning version. Under
     # a global index: the record key alone, and the ordering value.
     seen: pa.Table | None = None
+    # The further buckets of keys of ``seen`` that several file groups hold: group, bucket (one
+    # row per further file group). None while no key has more than one.
+    seen_also: pa.Table | None = None
     # Under a global index: (key, bucket, partition path) of every bucket the winning version of
     # a key went to as a record.
     placed: pa.Table | None = None
@@ -458,7 +466,9 @@ class StreamWriter:
     def _route(self, cp: _Checkpoint, records: pa.Table) -> tuple[pa.Table, pa.Array]:
         """Drops the records that lose to the version of their key written earlier in the
         checkpoint, and returns the others with their bucket (``_NO_BUCKET``: a delete of a key
-        nobody wrote, nothing to do)."""
+        nobody wrote, nothing to do). A key several file groups hold goes to the bucket of each:
+        its record comes once per bucket, the copies for further buckets after the batch's
+        records."""
         group = _group_keys(records)
         n = records.num_rows
         if cp.seen is None:
@@ -475,6 +485,9 @@ class StreamWriter:
         buckets = np.array(pc.fill_null(earlier, _NO_BUCKET).to_numpy(zero_copy_only=False), dtype=np.int64)
         unseen = pc.is_null(earlier).to_numpy(zero_copy_only=False)
         is_upsert = pc.equal(records.column(OP_COLUMN), OP_UPSERT).to_numpy(zero_copy_only=False)
+        # (row, bucket) of every bucket a record goes to besides ``buckets``: the further holders
+        # of its key, the ones seen earlier in the checkpoint and the ones the index finds now.
+        further = self._earlier_further_buckets(cp, group)
         by_partition = group_rows(records.column(PARTITION_PATH))
         # New keys of the checkpoint: the index says whether the committed table holds them.
         lookups = []
@@ -483,21 +496,12 @@ class StreamWriter:
             rows_np = rows.to_numpy()
             unseen_rows = rows_np[unseen[rows_np]]
             lookups.append((unseen_rows, all_keys.take(pa.array(unseen_rows)).combine_chunks()))
-        if cp.index is None:
-            tags = [pa.nulls(len(keys), pa.string()) for _, keys in lookups]
-        else:
-            tags = cp.index.tag(
-                [(keys, cp.latest_slices(p)) for (p, _), (_, keys) in zip(by_partition, lookups, strict=True)]
-            )
+        tags = self._tag(
+            cp, [(keys, cp.latest_slices(p)) for (p, _), (_, keys) in zip(by_partition, lookups, strict=True)]
+        )
         for (partition, rows), (unseen_rows, _), tagged in zip(by_partition, lookups, tags, strict=True):
             slices = cp.latest_slices(partition)
-            found = pc.is_valid(tagged)
-            if pc.any(found).as_py():
-                found_rows = unseen_rows[found.to_numpy(zero_copy_only=False)]
-                by_id = {s.file_id: s for s in slices}
-                for file_id, ix in group_rows(tagged.filter(found)):
-                    targets = found_rows[ix.to_numpy()]
-                    buckets[targets] = cp.assigner.assign_updates(partition, by_id[file_id], len(targets))
+            further += _assign_updates(cp.assigner, partition, slices, unseen_rows, tagged, buckets)
             rows_np = rows.to_numpy()
             new = rows_np[(buckets[rows_np] == _NO_BUCKET) & is_upsert[rows_np]]
             if isinstance(cp.index, BucketIndex):
@@ -510,9 +514,38 @@ class StreamWriter:
             for bucket, count in plan:
                 buckets[new[offset : offset + count]] = bucket
                 offset += count
-        bucket_array = pa.array(buckets)
-        self._remember(cp, group, bucket_array, records)
-        return records, bucket_array
+        also = _concat_pairs(further)
+        self._remember(cp, group, pa.array(buckets), records, also)
+        if also is None:
+            return records, pa.array(buckets)
+        rows, also_buckets = also
+        copies = pa.concat_tables([records, records.take(pa.array(rows))])
+        return copies, pa.array(np.concatenate([buckets, also_buckets]))
+
+    @staticmethod
+    def _tag(cp: _Checkpoint, partitions: list[tuple[pa.Array, list[FileSlice]]]) -> list[Tagged]:
+        """Every file group holding each key, per partition (``BloomIndex.tag_all``); the bucket
+        index holds a key in one file group at most, and without an index nothing is held."""
+        if isinstance(cp.index, BloomIndex):
+            return cp.index.tag_all(partitions)
+        if cp.index is None:
+            file_ids = [pa.nulls(len(keys), pa.string()) for keys, _ in partitions]
+        else:
+            file_ids = cp.index.tag(partitions)
+        return [Tagged(tags, _NO_ROWS, _NO_FILE_IDS) for tags in file_ids]
+
+    @staticmethod
+    def _earlier_further_buckets(cp: _Checkpoint, group: pa.Array) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(rows, buckets) of the further buckets the keys of ``group`` (one row per key) went to
+        earlier in the checkpoint: a key goes back to every bucket it went to."""
+        if cp.seen_also is None:
+            return []
+        at = pc.index_in(cp.seen_also.column("group"), value_set=group)
+        hit = pc.is_valid(at)
+        if not pc.any(hit).as_py():
+            return []
+        rows = at.filter(hit).to_numpy(zero_copy_only=False).astype(np.int64)
+        return [(rows, cp.seen_also.column("bucket").filter(hit).to_numpy(zero_copy_only=False))]
 
     def _route_global(self, cp: _Checkpoint, records: pa.Table) -> tuple[pa.Table, pa.Array]:
         """:meth:`_route` under a global index, where a key is one record in the whole table:
@@ -618,8 +651,17 @@ class StreamWriter:
             )
         cp.seen, cp.placed = seen.combine_chunks(), placed.combine_chunks()
 
-    def _remember(self, cp: _Checkpoint, group: pa.Array, buckets: pa.Array, records: pa.Table) -> None:
-        """Records the winning version of every key of the batch: its bucket, ordering value."""
+    def _remember(
+        self,
+        cp: _Checkpoint,
+        group: pa.Array,
+        buckets: pa.Array,
+        records: pa.Table,
+        also: tuple[np.ndarray, np.ndarray] | None,
+    ) -> None:
+        """Records the winning version of every key of the batch: its bucket, ordering value,
+        and ``also`` (rows of the batch, buckets) the further buckets of keys several file
+        groups hold."""
         columns: dict[str, Any] = {
             "group": group,
             "bucket": pc.if_else(pc.equal(buckets, _NO_BUCKET), pa.scalar(None, pa.int64()), buckets),
@@ -629,9 +671,11 @@ class StreamWriter:
         latest = pa.table(columns)
         if cp.seen is None:
             cp.seen = latest.combine_chunks()
-            return
-        others = cp.seen.filter(pc.invert(pc.is_in(cp.seen.column("group"), value_set=group)))
-        cp.seen = pa.concat_tables([others, latest], promote_options="permissive").combine_chunks()
+        else:
+            others = cp.seen.filter(pc.invert(pc.is_in(cp.seen.column("group"), value_set=group)))
+            cp.seen = pa.concat_tables([others, latest], promote_options="permissive").combine_chunks()
+        if cp.seen_also is not None or also is not None:
+            cp.seen_also = _remember_further(cp.seen_also, group, also)
 
     # ---- flushing ------------------------------------------------------------------------------
 
@@ -744,6 +788,59 @@ def _parse_operation(operation: str | Operation) -> Operation:
 
 def _with(records: pa.Table, name: str, values: pa.Array) -> pa.Table:
     return records.set_column(records.schema.get_field_index(name), name, values)
+
+
+def _assign_updates(
+    assigner: RollingAssigner,
+    partition: str,
+    slices: list[FileSlice],
+    rows: np.ndarray,
+    tagged: Tagged,
+    buckets: np.ndarray,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Sends the records of ``rows`` (a partition's keys the index looked up, ``tagged``) to the
+    buckets of the file groups holding their keys: the first holder's bucket into ``buckets``.
+    Returns (rows, buckets) of the further holders (kept by inserts and bulk inserts), whose
+    copies are updated or deleted too, as Hudi's index joins a key with every location."""
+    found = pc.is_valid(tagged.file_ids)
+    if not pc.any(found).as_py():
+        return []
+    found_rows = rows[found.to_numpy(zero_copy_only=False)]
+    by_id = {s.file_id: s for s in slices}
+    for file_id, ix in group_rows(tagged.file_ids.filter(found)):
+        targets = found_rows[ix.to_numpy()]
+        buckets[targets] = assigner.assign_updates(partition, by_id[file_id], len(targets))
+    further = []
+    if len(tagged.also_rows):
+        for file_id, ix in group_rows(tagged.also_file_ids):
+            targets = rows[tagged.also_rows[ix.to_numpy()]].astype(np.int64)
+            bucket = assigner.assign_updates(partition, by_id[file_id], len(targets))
+            further.append((targets, np.full(len(targets), bucket, dtype=np.int64)))
+    return further
+
+
+def _concat_pairs(pairs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(rows, buckets) pairs as one pair of arrays; None for none."""
+    if not pairs:
+        return None
+    if len(pairs) == 1:
+        return pairs[0]
+    return np.concatenate([r for r, _ in pairs]), np.concatenate([b for _, b in pairs])
+
+
+def _remember_further(
+    seen_also: pa.Table | None, group: pa.Array, also: tuple[np.ndarray, np.ndarray] | None
+) -> pa.Table | None:
+    """``seen_also`` (group, bucket of further holders) with the keys of ``group`` now held as
+    ``also`` says (rows into ``group``, buckets); None when no key has further buckets."""
+    kept = seen_also
+    if kept is not None:
+        kept = kept.filter(pc.invert(pc.is_in(kept.column("group"), value_set=group)))
+    if also is not None:
+        rows, buckets = also
+        latest = pa.table({"group": group.take(pa.array(rows)), "bucket": pa.array(buckets, pa.int64())})
+        kept = latest if kept is None else pa.concat_tables([kept, latest], promote_options="permissive")
+    return kept.combine_chunks() if kept is not None and kept.num_rows else None
 
 
 def _group_keys(records: pa.Table) -> pa.Array:
