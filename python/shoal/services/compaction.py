@@ -364,6 +364,9 @@ def run_compaction(
             done = timeline.completed_data_instants()
             completed = tuple(i.requested_time for i in done if i.requested_time < instant_time)
             options = base_file_options(config, wc)
+            # The table's schema as of the compaction: the new base files are written in it, and
+            # the commit records it (Hudi's compactor writes with the latest commit's schema).
+            schema = timeline.latest_schema()
             specs = [
                 CompactionTaskSpec(
                     base_uri=storage.base_uri,
@@ -379,6 +382,7 @@ def run_compaction(
                     ordering_field=config.precombine_field,
                     event_time_ordering=config.merge_ordering == MergeOrdering.EVENT_TIME,
                     options=options,
+                    table_schema=schema,
                 )
                 for task_id, op in enumerate(ops)
             ]
@@ -387,7 +391,6 @@ def run_compaction(
             for stat in stats:
                 if stat is not None:
                     metadata.add_stat(stat)
-            schema = timeline.latest_schema()
             if schema:
                 metadata.extra_metadata["schema"] = schema
             with concurrency.locked():
