@@ -19,7 +19,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shoal import _native
 from shoal.fs.markers import create_marker
 from shoal.fs.naming import base_file_name, write_token
 from shoal.fs.storage import Storage
@@ -34,8 +33,9 @@ from shoal.write.base_file import (
     write_base_file,
     write_spliced_base_file,
 )
+from shoal.write.file_schema import base_file_schema, in_schema, written_schema
 from shoal.write.replaced_file import plain_columns, read_replaced_file
-from shoal.write.schema import META_COLUMNS, is_widening
+from shoal.write.schema import META_COLUMNS
 
 FILE_NAME = "_hoodie_file_name"
 RECORD_KEY = "_hoodie_record_key"
@@ -98,16 +98,16 @@ def run_compaction_task(spec: CompactionTaskSpec, storage: Storage | None = None
     )
     stats = merge.stats()
     scanned = time.monotonic()
-    target = _file_schema(spec.table_schema)
+    target = base_file_schema(spec.table_schema)
     size = None
     # Chunks are copied only into a file of the base file's own schema.
-    if stored is not None and _written_schema(stored.rows.schema, target) is None:
+    if stored is not None and written_schema(stored.rows.schema, target) is None:
         size = _write_spliced(storage, tmp, name, merge, stored, spec.options)
     if size is None:
         merged = merge.table()
         if merged.num_columns == 0:
             return None
-        size = write_base_file(storage, tmp, _in_schema(_with_file_name(merged, name), target), spec.options)
+        size = write_base_file(storage, tmp, in_schema(_with_file_name(merged, name), target), spec.options)
     storage.fs.move(storage.full_path(tmp), storage.full_path(path))
     elapsed_ms = int((time.monotonic() - scanned) * 1000)
     return WriteStat(
@@ -202,60 +202,3 @@ def _with_file_name(merged: pa.Table, name: str) -> pa.Table:
     # Meta columns first, in Hudi's order, whatever order the merge produced.
     user = [c for c in merged.column_names if c not in META_COLUMNS]
     return merged.select([*META_COLUMNS, *user])
-
-
-def _file_schema(table_schema: str | None) -> pa.Schema | None:
-    """The columns of a base file of the table whose Avro schema is ``table_schema``: the meta
-    columns, then the table's columns."""
-    if not table_schema:
-        return None
-    data = _native.avro_to_arrow_schema(table_schema)
-    meta = [pa.field(n, pa.string()) for n in META_COLUMNS]
-    return pa.schema(meta + [f for f in data if f.name not in META_COLUMNS])
-
-
-def _written_schema(rows: pa.Schema, target: pa.Schema | None) -> pa.Schema | None:
-    """The schema rows of schema ``rows`` are written in to a base file of schema ``target``;
-    None when that is ``rows`` itself (the common case: no schema change since the slice's
-    files were written). ``target``'s columns come in its order: a column the rows lack as a
-    nullable one, a column a later write widened (``int`` to ``long``, ...) in the wider type,
-    others as the rows hold them. A column ``target`` does not name (a meta column such as
-    ``_hoodie_operation``) stays, after the column it follows in ``rows``."""
-    if target is None:
-        return None
-    fields = []
-    for f in target:
-        if f.name not in rows.names:
-            fields.append(f.with_nullable(True))
-            continue
-        held = rows.field(f.name)
-        stored = held.type.value_type if pa.types.is_dictionary(held.type) else held.type
-        fields.append(held.with_type(f.type) if is_widening(stored, f.type) else held)
-    names = [f.name for f in fields]
-    for i, f in enumerate(rows):
-        if f.name not in target.names:
-            at = names.index(rows[i - 1].name) + 1 if i else 0
-            fields.insert(at, f)
-            names.insert(at, f.name)
-    # Without the rows' schema metadata (a base file's footer: its bloom filter among others),
-    # which the written file does not take from them.
-    schema = pa.schema(fields)
-    return None if schema.equals(rows) else schema
-
-
-def _in_schema(rows: pa.Table, target: pa.Schema | None) -> pa.Table:
-    """``rows`` in the schema a base file of schema ``target`` takes them (see
-    :func:`_written_schema`): ``rows`` itself when they are in it already."""
-    schema = _written_schema(rows.schema, target)
-    if schema is None:
-        return rows
-    columns = []
-    for f in schema:
-        if f.name not in rows.column_names:
-            columns.append(pa.nulls(rows.num_rows, f.type))
-            continue
-        column = rows.column(f.name)
-        # Unchecked: a widening loses nothing, but for a long beyond 2^53 as a double, which
-        # Java rounds the same way.
-        columns.append(column if column.type == f.type else column.cast(f.type, safe=False))
-    return pa.Table.from_arrays(columns, schema=schema)
