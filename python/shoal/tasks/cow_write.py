@@ -31,6 +31,7 @@ from shoal.write.base_file import (
     write_base_file,
     write_spliced_base_file,
 )
+from shoal.write.file_schema import base_file_schema, in_schema, written_schema
 from shoal.write.replaced_file import plain_columns, read_replaced_file
 from shoal.write.schema import META_COLUMNS
 
@@ -67,6 +68,9 @@ class CowWriteSpec:
     # An insert that allows duplicates (Hudi's concat handle): the stored records are all kept
     # and the incoming ones added beside them, none matched by key.
     concat: bool = False
+    # The table's Avro schema (without meta fields) when the write started: stored records
+    # written before a schema change are carried over in it (write/file_schema.py).
+    table_schema: str | None = None
 
 
 def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None = None) -> WriteStat:
@@ -83,7 +87,7 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
     stored: StoredFile | None = None
     copies: _CopyMerge | None = None
     if rewrite:
-        stored = _read_old(spec, storage)
+        stored = _in_table_schema(_read_old(spec, storage), spec.table_schema)
         old = stored.rows
         old_keys = old.column(RECORD_KEY)
         if spec.concat:
@@ -280,6 +284,20 @@ def _read_old(spec: CowWriteSpec, storage: Storage) -> StoredFile:
         return StoredFile(
             old, metadata.metadata or {}, plain_columns(metadata), replaced.raw, replaced.group_rows
         )
+
+
+def _in_table_schema(stored: StoredFile, table_schema: str | None) -> StoredFile:
+    """``stored`` with its records in the table's schema, when the file was written before a
+    later write added a column or widened a type: the new file is written whole in it, even by
+    a write whose own records do not carry those columns (deletes)."""
+    target = base_file_schema(table_schema)
+    if target is None:
+        return stored
+    # The stored rows lack _hoodie_file_name: every merge writes it anew.
+    target = target.remove(target.get_field_index(FILE_NAME))
+    if written_schema(stored.rows.schema, target) is None:
+        return stored
+    return StoredFile(in_schema(stored.rows, target), stored.footer, stored.plain)
 
 
 def _copies_of_record_keys(f: pa.NativeFile, metadata: pq.FileMetaData, schema: pa.Schema) -> list[str]:

@@ -156,6 +156,8 @@ class PendingWrite:
     pending_compactions: dict[tuple[str, str], str]
     # The Avro schema for delete block headers (merge-on-read deletes).
     log_schema: str | None
+    # The table's Avro schema when the write started (None before the first write).
+    table_schema: str | None = None
     deleted_logs: LogsWithDeletes | None = None
     # Beats while the write is pending (LAZY failed-write cleaning only; driver side).
     heartbeat: Heartbeat | None = None
@@ -634,6 +636,7 @@ class Writer:
             profile = self._workload_profile(assignment, operation).to_json()
             inflight = timeline.transition_to_inflight(requested, profile)
             log_schema = self._log_block_schema(timeline) if mor and operation == Operation.DELETE else None
+            table_schema = timeline.latest_schema()
             for partition in partitions:
                 ensure_partition_metadata(self.storage, partition, instant_time)
         except BaseException:
@@ -641,7 +644,15 @@ class Writer:
                 heartbeat.stop()
             raise
         return PendingWrite(
-            operation, assignment, timeline, instant_time, inflight, pending, log_schema, heartbeat=heartbeat
+            operation,
+            assignment,
+            timeline,
+            instant_time,
+            inflight,
+            pending,
+            log_schema,
+            table_schema=table_schema,
+            heartbeat=heartbeat,
         )
 
     def abandon(self, write: PendingWrite) -> None:
@@ -708,6 +719,7 @@ class Writer:
             concat=existing is not None
             and write.operation == Operation.INSERT
             and not looks_up_keys(self.wc, write.operation),
+            table_schema=write.table_schema if existing is not None else None,
         )
 
     def commit(
