@@ -33,6 +33,17 @@ def _rows(
     return pa.table(columns)
 
 
+def _create(path: Path) -> shoal.Table:
+    return shoal.Table.create(
+        str(path),
+        name="c",
+        table_type="COPY_ON_WRITE",
+        record_key="id",
+        partition_by="part",
+        ordering_field="ts",
+    )
+
+
 def _latest_file(path: Path, partition: str, instant: str) -> Path:
     (file,) = (path / partition).glob(f"*_{instant}.parquet")
     return file
@@ -54,14 +65,7 @@ CHANGES = {
 @pytest.mark.parametrize("how", ["delete", "soft_delete"])
 def test_a_rewrite_by_deletes_alone_writes_the_tables_schema(tmp_path, change, how):
     path = tmp_path / "t"
-    table = shoal.Table.create(
-        str(path),
-        name="c",
-        table_type="COPY_ON_WRITE",
-        record_key="id",
-        partition_by="part",
-        ordering_field="ts",
-    )
+    table = _create(path)
     table.insert(_rows([1, 2, 101, 102]))
     kwargs, columns, n_type = CHANGES[change]
     table.upsert(_rows([2], **kwargs))  # reaches partition a only
@@ -87,17 +91,10 @@ def test_a_rewrite_by_deletes_alone_writes_the_tables_schema(tmp_path, change, h
     assert rows_by(hudi_rs_read(str(path)), cols, ["id"]) == want
 
 
-def test_a_merge_in_the_files_own_schema_still_splices(tmp_path):
-    """No schema change: the stored columns are kept as they are (column chunks copied)."""
+def test_a_merge_without_a_schema_change_keeps_the_files_own_schema(tmp_path):
+    """No schema change: the stored columns are kept as they are (an ``int`` stays ``int``)."""
     path = tmp_path / "t"
-    table = shoal.Table.create(
-        str(path),
-        name="c",
-        table_type="COPY_ON_WRITE",
-        record_key="id",
-        partition_by="part",
-        ordering_field="ts",
-    )
+    table = _create(path)
     first = table.insert(_rows([1, 2, 3]))
     instant = table.delete(pa.table({"id": pa.array([3], pa.int64()), "part": ["a"]}))
     before, after = (
@@ -110,14 +107,7 @@ def test_a_merge_in_the_files_own_schema_still_splices(tmp_path):
 
 def test_soft_deletes_that_add_a_column_write_it_into_the_file_they_rewrite(tmp_path):
     path = tmp_path / "t"
-    table = shoal.Table.create(
-        str(path),
-        name="c",
-        table_type="COPY_ON_WRITE",
-        record_key="id",
-        partition_by="part",
-        ordering_field="ts",
-    )
+    table = _create(path)
     table.insert(_rows([101, 102]))
     instant = table.write(_rows([102], extra=True, deleted=True), "upsert").instant
     columns = ["id", "part", "ts", "n", "extra", "_hoodie_is_deleted"]
