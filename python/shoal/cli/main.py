@@ -9,8 +9,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import pyarrow as pa
 from rich.console import Console
 from rich.table import Table as RichTable
+from rich.text import Text
 
 import shoal
 from shoal.config.write_config import FILE_SYSTEM_LOCK_PATH
@@ -19,7 +21,9 @@ from shoal.timeline.file_lock import FileLock
 from shoal.timeline.heartbeat import heartbeat_age
 from shoal.timeline.timeline import DATA_ACTIONS, Timeline
 
-console = Console()
+# Without markup: table names, partition paths, instants and row values are printed as they
+# are, never read as rich markup (a value such as "[/x]" would raise, "[red]a" would print "a").
+console = Console(markup=False)
 
 
 def _table(args: argparse.Namespace) -> shoal.Table:
@@ -191,7 +195,7 @@ def _savepoint(args: argparse.Namespace) -> int:
     t = _table(args)
     if args.delete:
         if args.instant is None:
-            console.print("[red]--delete needs the savepoint instant[/]")
+            console.print("--delete needs the savepoint instant", style="red")
             return 2
         t.delete_savepoint(args.instant)
         console.print(f"deleted savepoint {args.instant}")
@@ -283,6 +287,8 @@ def _stats(args: argparse.Namespace) -> int:
     from shoal.cli.stats import commit_writes, partition_files
 
     t = _table(args)
+    # Slices first: a bad --as-of is reported before anything is printed.
+    partitions = partition_files(t.file_slices(as_of=args.as_of))
     writes = RichTable(title="records written per commit (WA: write amplification, written / updated)")
     # Narrow consoles wrap values instead of cutting them short; instant times stay whole.
     writes.add_column("instant", no_wrap=True, min_width=17)
@@ -312,7 +318,7 @@ def _stats(args: argparse.Namespace) -> int:
     sizes.add_column("partition", overflow="fold")
     for col in ("files", "min", "median", "mean", "p95", "max", "logs", "log bytes"):
         sizes.add_column(col, justify="right", overflow="fold")
-    for p in partition_files(t.file_slices(as_of=args.as_of)):
+    for p in partitions:
         n = len(p.base_sizes)
         mean = sum(p.base_sizes) // n if n else 0
         stats = (n, p.percentile(0), p.percentile(50), mean, p.percentile(95), p.percentile(100))
@@ -320,6 +326,17 @@ def _stats(args: argparse.Namespace) -> int:
         sizes.add_row(name, f"{n:,}", *(_size(v) for v in stats[1:]), f"{p.log_files:,}", _size(p.log_bytes))
     console.print(sizes)
     return 0
+
+
+def _count(text: str) -> int:
+    """A non-negative integer argument."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -361,7 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("show", help="print rows")
     p.add_argument("path")
     p.add_argument("--columns", default=None, help="comma-separated columns")
-    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--limit", type=_count, default=20, help="rows to print (default 20)")
     p.add_argument("--as-of", default=None)
     p.add_argument("--query-type", default="snapshot", choices=["snapshot", "read_optimized"])
     p.set_defaults(fn=_show)
@@ -420,13 +437,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``shoal`` console script."""
+    """Entry point of the ``shoal`` console script: 0 on success, 2 for a refused command or a
+    table shoal cannot use (a typed error), 1 when storage fails or a file cannot be read."""
     args = build_parser().parse_args(argv)
     try:
         return int(args.fn(args))
     except ShoalError as e:
-        console.print(f"[red]{type(e).__name__}[/]: {e}")
+        _error(e)
         return 2
+    except (OSError, pa.ArrowException) as e:
+        # A damaged or vanished file, a storage failure: one line for the operator, not a traceback.
+        _error(e)
+        return 1
+
+
+def _error(e: BaseException) -> None:
+    console.print(Text.assemble((type(e).__name__, "red"), f": {e}"), highlight=False)
 
 
 if __name__ == "__main__":

@@ -67,6 +67,7 @@ from shoal.fs.storage import Storage
 from shoal.fs.view import FileGroup, FileSlice, FileSystemView
 from shoal.schemas import load_schema
 from shoal.services.savepoint import decode_record, savepointed_files, savepointed_instants
+from shoal.timeline.archived import ArchivedTimeline, list_archive_files
 from shoal.timeline.instant import Action, Instant, State
 from shoal.timeline.instant_time import format_instant
 from shoal.timeline.lock import WRITE, table_lock
@@ -206,7 +207,9 @@ def plan_clean(storage: Storage, timeline: Timeline, wc: WriteConfig, now: _dt.d
         for sl in doomed:
             files[fg.partition_path].extend(_slice_paths(sl))
     replaced_before = None if ectr is None else ectr.requested_time
-    for partition, paths in _replaced_files(storage, timeline, view.partition_paths, replaced_before, pinned):
+    for partition, paths in _replaced_files(
+        storage, timeline, view.partition_paths, replaced_before, pinned, compacting
+    ):
         files[partition].extend(paths)
     if not files:
         return None
@@ -285,9 +288,15 @@ def _replaced_groups(timeline: Timeline, before: str | None) -> dict[GroupId, st
 
 
 def _replaced_files(
-    storage: Storage, timeline: Timeline, partitions: Iterable[str], before: str | None, pinned: set[str]
+    storage: Storage,
+    timeline: Timeline,
+    partitions: Iterable[str],
+    before: str | None,
+    pinned: set[str],
+    compacting: Mapping[GroupId, str],
 ) -> list[tuple[str, list[str]]]:
-    """The files of replaced file groups, slice by slice, savepointed slices excepted."""
+    """The files of replaced file groups, slice by slice, savepointed slices and those a pending
+    compaction needs excepted: a compaction planned before the replace still reads its slice."""
     replaced = _replaced_groups(timeline, before)
     if not replaced:
         return []
@@ -298,7 +307,10 @@ def _replaced_files(
         slices: dict[tuple[str, str], list[str]] = defaultdict(list)
         for f in storage.list_files(partition):
             parsed = parse_base_file_name(f.name) or parse_log_file_name(f.name)
-            if parsed is not None and (partition, parsed.file_id) in replaced:
+            if parsed is None or (partition, parsed.file_id) not in replaced:
+                continue
+            base = compacting.get((partition, parsed.file_id))
+            if base is None or parsed.instant_time < base:
                 slices[(parsed.file_id, parsed.instant_time)].append(f.name)
         paths = [
             f"{partition}/{name}" if partition else name
@@ -551,9 +563,10 @@ def _action_name(inst: Instant) -> str:
 # ---- time travel over cleaned slices ------------------------------------------------------
 
 
-def cleaned_slices(timeline: Timeline) -> dict[GroupId, set[str]]:
+def cleaned_slices(timeline: Timeline, as_of: str | None = None) -> dict[GroupId, set[str]]:
     """File group -> base instants of its slices that completed cleans removed, or that a
-    pending clean is removing (savepointed files excepted)."""
+    pending clean is removing (savepointed files excepted). With ``as_of``, the cleans archived
+    off the active timeline count too when a read as of it may need what they removed."""
     out: dict[GroupId, set[str]] = defaultdict(set)
 
     def add(partition: str, names: Iterable[str]) -> None:
@@ -577,14 +590,35 @@ def cleaned_slices(timeline: Timeline) -> dict[GroupId, set[str]]:
         pinned = savepointed_files(timeline) if pinned is None else pinned
         for partition, paths in plan_files(plan).items():
             add(partition, (n for n in map(_name, paths) if n not in pinned))
+    for metadata in _archived_clean_metadata(timeline, as_of):
+        for partition, pm in (metadata.get("partitionMetadata") or {}).items():
+            add(partition, pm.get("deletePathPatterns") or [])
     return dict(out)
+
+
+def _archived_clean_metadata(timeline: Timeline, as_of: str | None) -> list[Mapping]:
+    """The metadata of the archived cleans, when a read as of ``as_of`` may need slices they
+    removed. Cleans are archived by their own count, so commits they cleaned can stay active
+    (behind a savepoint, say). A clean removes no slice that a read as of a later instant
+    needs, and archival takes the oldest cleans first: reads as of the first active clean or
+    later never need the archive, which is then not read."""
+    if as_of is None:
+        return []
+    active = [i.requested_time for i in timeline.instants if i.action == Action.CLEAN]
+    if active and as_of >= active[0]:
+        return []
+    if timeline.config.table_version < 8 and not list_archive_files(timeline.storage, timeline.config):
+        return []
+    archived = ArchivedTimeline.load(timeline.storage, timeline.config)
+    cleans = [i.requested_time for i in archived.completed() if i.action == Action.CLEAN]
+    return [m for t in cleans if t > as_of and (m := archived.metadata(t)) is not None]
 
 
 def ensure_retained(timeline: Timeline, view: FileSystemView, as_of: str) -> None:
     """Raises CleanedInstantError when reading ``view`` (built as of ``as_of``) would need a
     file slice that was cleaned: for some file group, the slice a read as of ``as_of`` uses is
     gone, and the view would silently show an older slice or none."""
-    removed = cleaned_slices(timeline)
+    removed = cleaned_slices(timeline, as_of)
     if not removed:
         return
     replaced = {g for g, t in _replaced_groups(timeline, None).items() if t <= as_of}

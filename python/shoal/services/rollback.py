@@ -3,7 +3,9 @@
 A rollback deletes the data files the instant created (its markers name them), neutralises its
 appends to existing log files with ROLLBACK command blocks, records a ``.rollback`` instant with
 Hudi's Avro plan and metadata, then removes the rolled-back instant's timeline files (requested
-first, completed last).
+first, completed last). A log file it created that a pending compaction plan reads is
+neutralised rather than deleted, so that the plan still runs; a rollback of the same instant
+that a crash left pending is resumed under its own instant time.
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ from collections.abc import Sequence
 
 from shoal import _native
 from shoal.config.table_config import TableConfig
-from shoal.errors import CleanedInstantError, InvalidArgumentError, UnsupportedError
+from shoal.errors import CleanedInstantError, CorruptTableError, InvalidArgumentError, UnsupportedError
 from shoal.fs.markers import append_offset, create_marker, delete_markers, list_marked_files
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
 from shoal.read.incremental import predecessor
 from shoal.schemas import load_schema
 from shoal.services.clean import ensure_retained
+from shoal.services.savepoint import decode_record
 from shoal.timeline.commit_metadata import NULL_COMMIT
 from shoal.timeline.instant import Action, Instant, State
 from shoal.timeline.timeline import DATA_ACTIONS, Timeline
@@ -67,7 +70,10 @@ def rollback_inflight_compaction(storage: Storage, timeline: Timeline, target: I
 
 def _rollback(storage: Storage, timeline: Timeline, target: Instant, delete_target: bool) -> str:
     started = time.monotonic()
-    rollback_time = timeline.new_instant_time()
+    # A rollback of the same instant that a crash left pending is resumed, not left pending for
+    # good beside a new one (Hudi reuses it too: getPendingRollbackInfo).
+    resumed = pending_rollback_of(timeline, target.requested_time)
+    rollback_time = resumed.requested_time if resumed is not None else timeline.new_instant_time()
     marked = list_marked_files(storage, target.requested_time)
     files_by_partition: dict[str, list[str]] = defaultdict(list)
     appended: dict[str, list[tuple[str, int]]] = defaultdict(list)
@@ -103,12 +109,18 @@ def _rollback(storage: Storage, timeline: Timeline, target: Instant, delete_targ
         ],
         "version": 1,
     }
-    requested = timeline.create_requested(
-        rollback_time,
-        Action.ROLLBACK,
-        _native.avro_container_encode(load_schema("HoodieRollbackPlan.v6.writer"), json.dumps([plan])),
-    )
-    inflight = timeline.transition_to_inflight(requested, b"")
+    if resumed is None:
+        requested = timeline.create_requested(
+            rollback_time,
+            Action.ROLLBACK,
+            _native.avro_container_encode(load_schema("HoodieRollbackPlan.v6.writer"), json.dumps([plan])),
+        )
+    else:
+        requested = Instant(rollback_time, Action.ROLLBACK, State.REQUESTED)
+    if resumed is None or resumed.state == State.REQUESTED:
+        inflight = timeline.transition_to_inflight(requested, b"")
+    else:
+        inflight = requested.with_state(State.INFLIGHT)
     partition_metadata = {}
     total = 0
     failed_logs, command_logs = _neutralise_appends(storage, appended, target.requested_time, rollback_time)
@@ -153,6 +165,22 @@ def _rollback(storage: Storage, timeline: Timeline, target: Instant, delete_targ
     return rollback_time
 
 
+def pending_rollback_of(timeline: Timeline, instant_time: str) -> Instant | None:
+    """The rollback of ``instant_time`` that a crash left requested or inflight, if any (a plan
+    that cannot be read is not taken for one)."""
+    for inst in timeline.pending():
+        if inst.action != Action.ROLLBACK:
+            continue
+        requested = Instant(inst.requested_time, Action.ROLLBACK, State.REQUESTED)
+        try:
+            plan = decode_record(timeline.read_instant(requested), f"rollback plan {inst.requested_time}")
+        except (FileNotFoundError, CorruptTableError):
+            continue
+        if (plan.get("instantToRollback") or {}).get("commitTime") == instant_time:
+            return inst
+    return None
+
+
 def _fate_of_created_log(storage: Storage, path: str, target: str, timeline: Timeline) -> str:
     """What undoing ``target`` does to the log file ``path`` its marker says it created:
     ``"delete"`` it when it holds no block of another instant still on the timeline (those a
@@ -167,7 +195,20 @@ def _fate_of_created_log(storage: Storage, path: str, target: str, timeline: Tim
     data = [b for b in blocks if not b.is_corrupt and b.block_type != "COMMAND_BLOCK"]
     if any(b.instant_time in live for b in data):
         return "neutralise" if any(b.instant_time == target for b in data) else "skip"
+    if path.rsplit("/", 1)[-1] in _planned_log_files(timeline):
+        # A pending compaction reads it: deleted, the plan could not run any more.
+        return "neutralise"
     return "delete"
+
+
+def _planned_log_files(timeline: Timeline) -> set[str]:
+    """Names of the log files the pending compactions' plans read."""
+    return {
+        str(p).rsplit("/", 1)[-1]
+        for inst in timeline.pending_compactions()
+        for op in timeline.compaction_plan(inst.requested_time)
+        for p in op.get("deltaFilePaths") or []
+    }
 
 
 def _neutralise_appends(
@@ -197,17 +238,25 @@ def _neutralise_appends(
                 f.seek(offset)
                 tail = f.read()
             whole = 0
+            last = None
             for block in _native.read_log_blocks(tail):
                 if block.is_corrupt or block.offset != whole:
                     break
-                whole = block.offset + block.size
+                whole, last = block.offset + block.size, block
             if whole < len(tail):
                 os.truncate(full, offset + whole)
-            if whole:
+            if last is not None and _is_rollback_by(last, rollback_time):
+                # A resumed rollback: the crashed attempt neutralised this file already.
+                neutralised[partition][full] = offset + whole
+            elif whole:
                 with open(full, "ab") as f:
                     f.write(command)
                 neutralised[partition][full] = storage.size(path)
     return failed, neutralised
+
+
+def _is_rollback_by(block: _native.LogBlock, rollback_time: str) -> bool:
+    return block.block_type == "COMMAND_BLOCK" and block.header.get("INSTANT_TIME") == rollback_time
 
 
 def replay_markers(storage: Storage, timeline: Timeline, target: Instant, check_only: bool) -> None:

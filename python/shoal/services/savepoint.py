@@ -118,18 +118,23 @@ def create_savepoint(
         }
         content = _native.avro_container_encode(load_schema(SAVEPOINT_SCHEMA), json.dumps([metadata]))
         inflight = Instant(instant_time, Action.SAVEPOINT, State.INFLIGHT)
-        storage.create_exclusive(timeline.path_of(inflight), b"")
+        # A savepoint that a crash left inflight (an empty file) is completed by this one.
+        if not storage.exists(timeline.path_of(inflight)):
+            storage.create_exclusive(timeline.path_of(inflight), b"")
         timeline.complete(inflight, content)
         return instant_time
 
 
 def delete_savepoint(storage: Storage, config: TableConfig, instant_time: str) -> None:
     """Removes the savepoint at ``instant_time`` (completed file first, as Hudi reverts it to
-    inflight, then the inflight file)."""
+    inflight, then the inflight file), or one that a crash left inflight."""
     config.check_writable("delete a savepoint")
     with table_lock(storage, WRITE):
         timeline = Timeline.load(storage, config)
-        if instant_time not in savepointed_instants(timeline):
+        left_by_a_crash = storage.exists(
+            timeline.path_of(Instant(instant_time, Action.SAVEPOINT, State.INFLIGHT))
+        )
+        if instant_time not in savepointed_instants(timeline) and not left_by_a_crash:
             raise InstantNotFoundError(f"no savepoint at {instant_time}")
         for state in (State.COMPLETED, State.INFLIGHT):
             storage.delete(timeline.path_of(Instant(instant_time, Action.SAVEPOINT, state)), missing_ok=True)
