@@ -338,14 +338,24 @@ class Table:
         """Rolls back the last completed data commit (or the given one, which must be the last);
         a savepointed commit is refused (delete the savepoint first), as in Hudi, and so is one
         whose file groups' earlier slices a later clean removed (the table would show older
-        records, or none)."""
-        from shoal.services.rollback import ensure_restorable_before, rollback_instant
+        records, or none). A rollback that a crash interrupted is finished first, and is what
+        this call does then."""
+        from shoal.services.rollback import ensure_restorable_before, interrupted_rollback, rollback_instant
         from shoal.services.savepoint import savepointed_instants
         from shoal.timeline.lock import WRITE, table_lock
 
         self.config.check_writable("roll back")
         with table_lock(self.storage, WRITE), self._service_lock():
             timeline = self._timeline()
+            unfinished = interrupted_rollback(timeline)
+            if unfinished is not None:
+                # A crash interrupted the rollback of the last commit: finish that one first.
+                if instant is not None and instant != unfinished.requested_time:
+                    raise InvalidArgumentError(
+                        f"the rollback of {unfinished.requested_time} was interrupted: finish it "
+                        "first (rollback() with no instant)"
+                    )
+                return rollback_instant(self.storage, self.config, timeline, unfinished)
             last = timeline.last_completed_data_instant()
             if last is None:
                 raise InstantNotFoundError("nothing to roll back")

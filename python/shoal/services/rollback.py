@@ -121,6 +121,8 @@ def _rollback(storage: Storage, timeline: Timeline, target: Instant, delete_targ
         inflight = timeline.transition_to_inflight(requested, b"")
     else:
         inflight = requested.with_state(State.INFLIGHT)
+    if target.is_completed:
+        _unpublish(storage, timeline, target)
     partition_metadata = {}
     total = 0
     failed_logs, command_logs = _neutralise_appends(storage, appended, target.requested_time, rollback_time)
@@ -165,20 +167,46 @@ def _rollback(storage: Storage, timeline: Timeline, target: Instant, delete_targ
     return rollback_time
 
 
+def _unpublish(storage: Storage, timeline: Timeline, target: Instant) -> None:
+    """Reverts the completed ``target`` to inflight before any of its files goes, as Hudi's
+    rollback does (``revertToInflight``): readers see the table as it was before it from then
+    on, never a commit whose files are half deleted, and a crash leaves a failed write with a
+    pending rollback, which a retried rollback or the next write finishes."""
+    inflight = target.with_state(State.INFLIGHT)
+    if not storage.exists(timeline.path_of(inflight)):
+        storage.create_exclusive(timeline.path_of(inflight), b"")
+    storage.delete(timeline.path_of(target), missing_ok=True)
+
+
 def pending_rollback_of(timeline: Timeline, instant_time: str) -> Instant | None:
     """The rollback of ``instant_time`` that a crash left requested or inflight, if any (a plan
     that cannot be read is not taken for one)."""
     for inst in timeline.pending():
-        if inst.action != Action.ROLLBACK:
-            continue
-        requested = Instant(inst.requested_time, Action.ROLLBACK, State.REQUESTED)
-        try:
-            plan = decode_record(timeline.read_instant(requested), f"rollback plan {inst.requested_time}")
-        except (FileNotFoundError, CorruptTableError):
-            continue
-        if (plan.get("instantToRollback") or {}).get("commitTime") == instant_time:
+        if inst.action == Action.ROLLBACK and _rollback_target(timeline, inst) == instant_time:
             return inst
     return None
+
+
+def interrupted_rollback(timeline: Timeline) -> Instant | None:
+    """The commit whose rollback a crash interrupted after reverting it to inflight: a retried
+    rollback finishes that one, rather than taking the commit before it for the last one."""
+    for inst in timeline.pending():
+        target_time = _rollback_target(timeline, inst) if inst.action == Action.ROLLBACK else None
+        target = timeline.get(target_time) if target_time else None
+        if target is not None and not target.is_completed and target.action in _ROLLBACKABLE:
+            return target
+    return None
+
+
+def _rollback_target(timeline: Timeline, rollback: Instant) -> str | None:
+    """The instant a pending rollback's plan rolls back (None when the plan cannot be read)."""
+    requested = Instant(rollback.requested_time, Action.ROLLBACK, State.REQUESTED)
+    try:
+        plan = decode_record(timeline.read_instant(requested), f"rollback plan {rollback.requested_time}")
+    except (FileNotFoundError, CorruptTableError):
+        return None
+    target = (plan.get("instantToRollback") or {}).get("commitTime")
+    return str(target) if target else None
 
 
 def _fate_of_created_log(storage: Storage, path: str, target: str, timeline: Timeline) -> str:
