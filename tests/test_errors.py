@@ -106,12 +106,25 @@ def test_missing_partition_field(table):
         {"hoodie.index.type": "MAGIC"},
         {"hoodie.bulkinsert.sort.mode": "SHUFFLE"},
         {"hoodie.parquet.small.file.limit": "200", "hoodie.parquet.max.file.size": "100"},
+        {5: "x"},
+        {None: "x"},
+        [("hoodie.index.type", "BLOOM")],
     ],
 )
 def test_invalid_options(table, options):
     before, rows = _snapshot_of_disk(table.path), _rows(table)
     with pytest.raises(shoal.InvalidOptionError):
         table.upsert(pa.table({"id": [3], "city": ["a"], "ts": [2], "v": ["q"]}), options=options)
+    _assert_unchanged(table, before, rows)
+
+
+@pytest.mark.parametrize("options", [{5: "x"}, "hoodie.cleaner.policy=KEEP_LATEST_COMMITS"])
+def test_option_names_are_strings_for_services_and_tables_too(table, options):
+    before, rows = _snapshot_of_disk(table.path), _rows(table)
+    with pytest.raises(shoal.InvalidOptionError):
+        table.clean(options=options)
+    with pytest.raises(shoal.InvalidOptionError):
+        shoal.Table(table.path, options=options)
     _assert_unchanged(table, before, rows)
 
 

@@ -581,10 +581,24 @@ def describe(key: str) -> ConfigOption:
     return _OPTIONS[key]
 
 
+def _check_names(options: object) -> None:
+    """Options are a mapping of option names (strings) to values."""
+    if options is None:
+        return
+    if not isinstance(options, Mapping):
+        raise InvalidOptionError(
+            f"options are a mapping of option names to values, not {type(options).__name__}"
+        )
+    for key in options:
+        if not isinstance(key, str):
+            raise InvalidOptionError(f"option names are strings: got {key!r} ({type(key).__name__})")
+
+
 class WriteConfig:
     """Validated write options: typed lookups with Hudi's defaults."""
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
+        _check_names(options)
         self.raw: dict[str, str] = {}
         # Entries for the commit's extraMetadata: options named with the commit metadata prefix.
         self.commit_metadata: dict[str, str] = {}
@@ -679,4 +693,5 @@ class WriteConfig:
         return bool(policy == "LAZY" if policy is not None else self.optimistic_concurrency)
 
     def merged(self, overrides: Mapping[str, Any] | None) -> WriteConfig:
+        _check_names(overrides)
         return WriteConfig({**self.raw, **self.commit_metadata, **(overrides or {})})
