@@ -26,10 +26,10 @@ from shoal.fs.view import FileSystemView
 from shoal.keygen import CustomKeyGenerator, KeyGenerator, key_generator_from_properties, keygen_properties
 from shoal.keygen import options as kgo
 from shoal.read.filters import Filter, check_filters
-from shoal.read.incremental import normalize_bound
+from shoal.read.incremental import check_no_pending_write, is_latest_view, normalize_bound
 from shoal.read.incremental import read_incremental as read_changes
 from shoal.read.mor import MorSliceSpec, read_mor_slice
-from shoal.read.projection import check_columns, conform, conformed_schema, project
+from shoal.read.projection import check_columns, conform, conformed_schema, project, requested_columns
 from shoal.read.pruning import prune_partitions
 from shoal.read.snapshot import SliceReadSpec, iter_batches, plan_slices, read_base_slice, unify
 from shoal.read.stream import ChangeStream
@@ -523,7 +523,9 @@ class Table:
         ``start``, ``end`` and ``include_deletes``). ``filters`` are ``(column, op, value)``
         tuples ANDed together (ops ``= != < <= > >= in not in``); filters on partition fields
         prune partitions. ``as_of`` travels back to the table as of that instant time
-        (``yyyyMMddHHmmssSSS``) or datetime.
+        (``yyyyMMddHHmmssSSS``) or datetime; while a write requested at or before it is still
+        pending, that answer could still change, and CommitConflictError is raised (as Hudi's
+        time travel does). ``columns`` named twice come back once.
         """
         if query_type.lower() == "incremental":
             if as_of is not None:
@@ -531,6 +533,7 @@ class Table:
             return self.read_incremental(start, end, columns, filters, include_deletes)
         if start is not None or end is not None or include_deletes:
             raise InvalidArgumentError("start, end and include_deletes need query_type='incremental'")
+        columns = requested_columns(columns)
         specs, schema = self._plan_read(columns, filters, as_of, query_type)
         tables = self.executor.map(_read_slice, [(s, self.storage) for s in specs])
         out = unify(tables, columns)
@@ -549,6 +552,7 @@ class Table:
         query_type: str = "snapshot",
     ) -> pa.RecordBatchReader:
         """Like :meth:`read`, but streams one file slice at a time: for tables larger than memory."""
+        columns = requested_columns(columns)
         specs, schema = self._plan_read(columns, filters, as_of, query_type)
         footer_schemas = []
         for s in specs:
@@ -609,6 +613,12 @@ class Table:
         the range is read from the latest snapshot instead, filtered by commit time (a record
         overwritten later is then seen only as its latest version, a deleted one not at all, and
         ``include_deletes`` is refused).
+
+        In table version 6, a range holding a write that is still pending (requested before
+        a later write completed) raises CommitConflictError, as Hudi's default
+        ``hoodie.read.timeline.holes.resolution.policy=FAIL`` does: its records would belong to
+        the range once it completes, and a consumer whose checkpoint moved past it would miss
+        them. :meth:`stream` waits for such a write instead.
         """
         return self._read_incremental(self._timeline(), start, end, columns, filters, include_deletes)
 
@@ -628,7 +638,7 @@ class Table:
             self._schema(timeline),
             start,
             end,
-            columns,
+            requested_columns(columns),
             filters,
             include_deletes,
             fallback_full_scan=self.write_config.get(wc.INCR_FALLBACK_FULL_SCAN),
@@ -674,10 +684,14 @@ class Table:
         qt = query_type.lower().replace("-", "_")
         if qt not in ("snapshot", "read_optimized"):
             raise InvalidArgumentError(f"unknown query type {query_type!r}")
+        columns = requested_columns(columns)
         timeline = self._timeline()
         instant = _resolve_as_of(timeline, as_of)
-        view = FileSystemView(self.storage, timeline, instant)
         if instant is not None:
+            check_no_pending_write(timeline, None, instant, "time travel")
+        view = FileSystemView(self.storage, timeline, instant)
+        if instant is not None and not is_latest_view(timeline, instant):
+            # A read as of the past needs the slices of then: they must not have been cleaned.
             ensure_retained(timeline, view, instant)
         schema = self._schema(timeline)
         check_columns(columns, schema)

@@ -19,9 +19,10 @@ def to_expression(filters: Sequence[Filter] | None) -> pc.Expression | None:
     """ANDs the tuples into one Arrow expression; None when there are no filters."""
     if not filters:
         return None
+    _check_shape(filters)
     expr: pc.Expression | None = None
     for f in filters:
-        if len(f) != 3 or f[1] not in _OPS:
+        if not isinstance(f, tuple | list) or len(f) != 3 or f[1] not in _OPS or not isinstance(f[0], str):
             raise InvalidArgumentError(
                 f"bad filter {f!r}: expected (column, op, value) with op in {sorted(_OPS)}"
             )
@@ -32,6 +33,10 @@ def to_expression(filters: Sequence[Filter] | None) -> pc.Expression | None:
         if op in ("in", "not in") and not value:
             # No value is in an empty set (Arrow cannot type an empty value set).
             term = pc.scalar(op == "not in")
+        elif op in ("in", "not in") and all(v is None for v in value):
+            # A set of nulls has no type to match a string column's: test for null directly
+            # (``isin`` matches nulls to a null in the set, so this is the same answer).
+            term = field.is_null() if op == "in" else field.is_valid()
         elif op in ("=", "=="):
             term = field == value
         elif op == "!=":
@@ -52,6 +57,17 @@ def to_expression(filters: Sequence[Filter] | None) -> pc.Expression | None:
             term = hit if op == "in" else ~hit
         expr = term if expr is None else expr & term
     return expr
+
+
+def _check_shape(filters: object) -> None:
+    """Raises InvalidArgumentError for ``filters`` that are not a list of tuples: one tuple or a
+    string would otherwise be read item by item, with a confusing message."""
+    single = isinstance(filters, tuple) and len(filters) == 3 and isinstance(filters[0], str)
+    if isinstance(filters, str | bytes) or single:
+        raise InvalidArgumentError(
+            f"filters must be a list of (column, op, value) tuples, got {filters!r}"
+            + (f"; use [{filters!r}]" if single else "")
+        )
 
 
 def check_filters(filters: Sequence[Filter] | None, schema: pa.Schema | None) -> None:

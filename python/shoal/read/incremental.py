@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal.config.table_config import MergeOrdering, TableConfig, TableType
-from shoal.errors import InstantNotFoundError, InvalidArgumentError, UnsupportedError
+from shoal.errors import CommitConflictError, InstantNotFoundError, InvalidArgumentError, UnsupportedError
 from shoal.executor.base import Executor
 from shoal.fs.naming import parse_log_file_name
 from shoal.fs.storage import Storage
@@ -85,20 +85,44 @@ def range_key(instant: Instant, by_completion_time: bool) -> str:
     return instant_key(instant.requested_time)
 
 
-def normalize_bound(value: str | _dt.datetime | None, name: str) -> str | None:
-    """A range bound as a comparable instant time: a datetime (naive = UTC) or digits
-    (``yyyyMMddHHmmss[SSS]``, separators allowed; shorter values such as ``"0"`` are earlier
-    than every instant)."""
+def normalize_bound(value: str | int | _dt.date | None, name: str) -> str | None:
+    """A range bound as a comparable instant time: a datetime (naive = UTC), a date (its
+    midnight) or digits (``yyyyMMddHHmmss[SSS]``, separators allowed; shorter values such as
+    ``"0"`` are earlier than every instant).
+
+    Raises:
+        InvalidArgumentError: anything else, or digits that name no moment (a 13th month, a
+            25th hour): compared as text they would silently select a wrong range.
+    """
     if value is None:
         return None
     if isinstance(value, _dt.datetime):
         moment = value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
         return format_instant(moment.astimezone(_dt.timezone.utc))
+    if isinstance(value, _dt.date):
+        value = value.isoformat()
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise InvalidArgumentError(
+            f"{name} must be an instant time like 20250101120000000 or a datetime, got {value!r}"
+        )
     text = str(value).strip()
     digits = "".join(ch for ch in text if ch not in "-: T.")
-    if not digits.isdigit() or len(digits) > 17:
+    if not digits.isdigit() or len(digits) > 17 or not _names_a_moment(digits):
         raise InvalidArgumentError(f"{name} must be an instant time like 20250101120000000, got {value!r}")
     return instant_key(digits)
+
+
+def _names_a_moment(digits: str) -> bool:
+    """Whether ``digits`` (a prefix of ``yyyyMMddHHmmssSSS``) is a valid date and time. Values
+    shorter than a date, and Hudi's special instants of year 0 (``00000000000000`` and the
+    bootstrap instants), stand for "before everything" and are not checked."""
+    if len(digits) < 8 or digits.startswith("0000"):
+        return True
+    try:
+        _dt.datetime.strptime(digits.ljust(17, "0")[:14], "%Y%m%d%H%M%S")
+    except ValueError:
+        return False
+    return True
 
 
 def predecessor(instant_time: str) -> str:
@@ -125,6 +149,40 @@ class InstantRange:
     def commit_times(self) -> tuple[str, ...]:
         """The requested times of the instants: the ``_hoodie_commit_time`` of their records."""
         return tuple(i.requested_time for i in self.instants)
+
+
+def pending_writes_in(timeline: Timeline, lo: str | None, hi: str) -> list[str]:
+    """Requested times of the writes (commits, delta commits, replace commits) still pending
+    in ``(lo, hi]`` (comparable instant times, ``lo=None`` for the beginning)."""
+    return sorted(
+        i.requested_time
+        for i in timeline.pending_data_instants()
+        if (lo is None or instant_key(i.requested_time) > lo) and instant_key(i.requested_time) <= hi
+    )
+
+
+def check_no_pending_write(timeline: Timeline, lo: str | None, hi: str, what: str) -> None:
+    """Raises CommitConflictError when a write is still pending in ``(lo, hi]``: once it
+    completes, its records belong there, so an answer given now would change, and a consumer
+    that moved its checkpoint past it would never see them. Hudi refuses such reads alike
+    (``hoodie.read.timeline.holes.resolution.policy=FAIL``, its default; ``validateTimestampAsOf``
+    for time travel). Incremental ranges of table version 8 need no such check: they place
+    instants by completion time, and a write completing later lands after every checkpoint."""
+    pending = pending_writes_in(timeline, lo, hi)
+    if pending:
+        raise CommitConflictError(
+            f"{what} up to {hi} holds write {pending[0]}, which has not completed: its records "
+            "would be missed, and the answer would change once it completes. Read up to "
+            f"{predecessor(pending[0])} (Table.stream waits for it), or retry once it completed "
+            "(a failed write is rolled back by the next write)"
+        )
+
+
+def is_latest_view(timeline: Timeline, as_of: str) -> bool:
+    """Whether a view as of ``as_of`` (a requested time) is the table's latest one: no data
+    instant completed after it. The cleaner never removes a latest file slice, so such a view
+    needs no check against cleaned files."""
+    return all(i.requested_time <= as_of for i in timeline.completed_data_instants())
 
 
 def has_archived_instants(storage: Storage, config: TableConfig) -> bool:
@@ -179,6 +237,8 @@ def resolve_range(
         hi = range_key(completed[-1], by_completion) if completed else None
     if hi is None or (lo is not None and lo >= hi):
         return InstantRange(lo, hi, (), by_completion, None)
+    if not by_completion:
+        check_no_pending_write(timeline, lo, hi, "incremental range")
     chosen = tuple(
         i
         for i in completed
@@ -263,7 +323,7 @@ class _Planner:
         if not touched:
             return plan
         view = FileSystemView(self.storage, self.timeline, self.rng.view_as_of, partitions=partitions)
-        if self.rng.view_as_of is not None:
+        if self.rng.view_as_of is not None and not is_latest_view(self.timeline, self.rng.view_as_of):
             # A range ending in the past reads the slices as of its end: they must still exist.
             ensure_retained(self.timeline, view, self.rng.view_as_of)
         latest = {(s.partition_path, s.file_id): s for s in view.latest_file_slices()}

@@ -13,6 +13,26 @@ from shoal.errors import InvalidArgumentError
 from shoal.write.schema import is_widening
 
 
+def requested_columns(columns: Sequence[str] | None) -> list[str] | None:
+    """The names a read was asked for, each once, in the order first given (None: all).
+
+    Raises:
+        InvalidArgumentError: ``columns`` is a string (which would read as one column per
+            character) or names something other than a string.
+    """
+    if columns is None:
+        return None
+    if isinstance(columns, str | bytes):
+        raise InvalidArgumentError(
+            f"columns must be a list of column names, got {columns!r}; use [{columns!r}]"
+        )
+    names = list(columns)
+    odd = [c for c in names if not isinstance(c, str)]
+    if odd:
+        raise InvalidArgumentError(f"columns must be a list of column names, got {odd!r} among them")
+    return list(dict.fromkeys(names))
+
+
 def check_columns(
     columns: Sequence[str] | None, schema: pa.Schema | None, extra: Sequence[str] = (), what: str = "column"
 ) -> None:
