@@ -14,6 +14,7 @@ import pytest
 import shoal
 from shoal.errors import CommitConflictError, InvalidArgumentError
 from shoal.read.incremental import predecessor
+from tests.hudi_oracle import hudi_rs_read
 
 # ---- a write whose requested time is older than a completed one (a "hollow" commit) ----------
 
@@ -226,3 +227,28 @@ def test_reads_at_the_latest_instant_after_a_replaced_partition_was_cleaned_and_
         assert sorted(table.read(as_of=end)["id"].to_pylist()) == sorted([1, *range(10, 11 + i)])
     assert replace not in {i.requested_time for i in table.instants()}  # archived
     assert seen == {1: 0, 10: 0, 11: 1, 12: 2, 13: 3}
+
+
+def test_time_travel_after_a_replaced_partition_was_cleaned_and_its_replace_commit_archived(tmp_path):
+    """As above, and reads as of every instant after the replace, not only the latest: the
+    group the archived replace commit retired needs none of its cleaned files then."""
+    options = {
+        "hoodie.cleaner.commits.retained": "1",
+        "hoodie.keep.min.commits": "2",
+        "hoodie.keep.max.commits": "3",
+    }
+    table = shoal.Table.create(tmp_path / "t", "arch", record_key="id", partition_by="p", options=options)
+    table.upsert(pa.table({"id": [1, 2], "p": ["a", "b"], "v": [0, 0]}))
+    replace = table.delete_partitions(["b"])
+    written = []
+    for i in range(4):
+        written.append(table.upsert(_rows([10 + i], "b", i)))
+    assert replace not in {i.requested_time for i in table.instants()}  # archived
+    active = {i.requested_time for i in table.instants()}
+    checked = [n for n, instant in enumerate(written) if instant in active]
+    assert len(checked) >= 2  # one before the latest at least
+    for n in checked:
+        instant = written[n]
+        want = sorted([1, *range(10, 11 + n)])
+        assert sorted(table.read(as_of=instant)["id"].to_pylist()) == want
+        assert sorted(hudi_rs_read(str(tmp_path / "t"), as_of=instant)["id"].to_pylist()) == want

@@ -622,6 +622,7 @@ def ensure_retained(timeline: Timeline, view: FileSystemView, as_of: str) -> Non
     if not removed:
         return
     replaced = {g for g, t in _replaced_groups(timeline, None).items() if t <= as_of}
+    archived_replaced: set[GroupId] | None = None
     listed = set(view.partition_paths)
     for group, bases in sorted(removed.items()):
         older = [b for b in bases if b <= as_of]
@@ -634,6 +635,13 @@ def ensure_retained(timeline: Timeline, view: FileSystemView, as_of: str) -> Non
             if fg
             else set()
         )
+        if not live:
+            # The cleaner keeps the latest slice of a group it does not retire: a group with
+            # none left was replaced, perhaps by a replace commit archival took off the timeline.
+            if archived_replaced is None:
+                archived_replaced = _archived_replaced_groups(timeline, as_of)
+            if group in archived_replaced:
+                continue
         needed = max(older + [b for b in live if b <= as_of])
         if needed not in live:
             earliest = earliest_readable_instant(view.storage, timeline, removed)
@@ -644,6 +652,19 @@ def ensure_retained(timeline: Timeline, view: FileSystemView, as_of: str) -> Non
                 f"still readable is {earliest or 'none'}"
                 + (f" (savepointed instants stay readable: {', '.join(pins)})" if pins else "")
             )
+
+
+def _archived_replaced_groups(timeline: Timeline, as_of: str) -> set[GroupId]:
+    """File groups that archived replace commits at or before ``as_of`` replaced."""
+    if timeline.config.table_version < 8 and not list_archive_files(timeline.storage, timeline.config):
+        return set()
+    archived = ArchivedTimeline.load(timeline.storage, timeline.config)
+    out: set[GroupId] = set()
+    for inst in archived.completed_data_instants():
+        if inst.action in _REPLACE_ACTIONS and inst.requested_time <= as_of:
+            ids = archived.commit_metadata(inst).replaced_file_ids()
+            out.update((partition, fid) for partition, fids in ids.items() for fid in fids)
+    return out
 
 
 def earliest_readable_instant(
