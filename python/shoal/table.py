@@ -21,6 +21,7 @@ from shoal.config.write_config import WriteConfig
 from shoal.errors import InstantNotFoundError, InvalidArgumentError, InvalidOptionError, TableExistsError
 from shoal.executor.base import Executor
 from shoal.executor.local import LocalExecutor
+from shoal.fs.damage import damaged_parquet
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
 from shoal.keygen import CustomKeyGenerator, KeyGenerator, key_generator_from_properties, keygen_properties
@@ -557,7 +558,7 @@ class Table:
         footer_schemas = []
         for s in specs:
             if s.base_file_path:  # a MOR slice's log records have the base schema or a newer one
-                with self.storage.open_input_file(s.base_file_path) as f:
+                with damaged_parquet(s.base_file_path), self.storage.open_input_file(s.base_file_path) as f:
                     footer_schemas.append(pq.read_schema(f))
         if footer_schemas:
             unified = pa.unify_schemas(footer_schemas, promote_options="permissive")

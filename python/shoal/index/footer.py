@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 
 from shoal import _native
 from shoal.errors import CorruptDataError
+from shoal.fs.damage import damaged_parquet
 from shoal.fs.storage import Storage
 
 BLOOM_FILTER_KEY = "org.apache.hudi.bloomfilter"
@@ -62,9 +63,10 @@ def read_key_footer(storage: Storage, path: str) -> KeyFooter:
     if cached is not None:
         return cached
     try:
-        with storage.open_input_file(path) as f:
+        with damaged_parquet(path), storage.open_input_file(path) as f:
             meta = pq.read_metadata(f).metadata or {}
     except OSError as e:
+        # A base file the timeline names that cannot be opened at all is damage to the table too.
         raise CorruptDataError(f"cannot read the footer of {path}: {e}") from e
     kv = {k.decode(): v for k, v in meta.items()}
     raw = kv.get(BLOOM_FILTER_KEY) or kv.get(LEGACY_BLOOM_FILTER_KEY)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from shoal.fs.damage import damaged_parquet
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice
 from shoal.read.decode import WHOLE_FILE_ROWS, as_pyarrow_reads, native_batches
@@ -66,7 +67,7 @@ def read_base_file(
     that order (None: all of its columns), exactly as pyarrow reads them: the same types and the
     footer's key-value metadata on the schema. Decoded by the Rust core where it can
     (:mod:`shoal.read.decode`), by pyarrow otherwise."""
-    with storage.open_input_file(path) as f:
+    with damaged_parquet(path), storage.open_input_file(path) as f:
         pf = pq.ParquetFile(f)
         available = pf.schema_arrow.names
         present = None if columns is None else [c for c in columns if c in available]

@@ -13,6 +13,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from shoal import _native
+from shoal.fs.damage import damaged_parquet
 from shoal.fs.markers import create_marker
 from shoal.fs.naming import base_file_name, write_token
 from shoal.fs.storage import Storage
@@ -263,7 +264,7 @@ def _read_old(spec: CowWriteSpec, storage: Storage) -> StoredFile:
         read_replaced_file(storage, spec.old_base_path) if spec.options.compression in SPLICE_CODECS else None
     )
     source = replaced.reader() if replaced is not None else storage.open_input_file(spec.old_base_path)
-    with source as f:
+    with damaged_parquet(spec.old_base_path), source as f:
         metadata = replaced.metadata if replaced is not None else pq.read_metadata(f)
         # Read as dictionaries, these columns decode to indices only and write back the same way:
         # the per-file meta columns, and string columns of one value (a partition field).

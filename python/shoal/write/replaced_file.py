@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from shoal.fs.damage import damaged_parquet
 from shoal.fs.storage import Storage
 from shoal.read.decode import WHOLE_FILE_ROWS, as_pyarrow_reads, native_batches_in_memory
 
@@ -16,11 +17,12 @@ from shoal.read.decode import WHOLE_FILE_ROWS, as_pyarrow_reads, native_batches_
 @dataclass(frozen=True)
 class ReplacedFile:
     """A base file's bytes (``content``, and ``raw``: the same bytes as a uint8 array for the
-    Rust core) and its footer."""
+    Rust core), its footer, and its path (for errors)."""
 
     content: pa.Buffer
     raw: pa.Array
     metadata: pq.FileMetaData
+    path: str = ""
 
     @property
     def group_rows(self) -> list[int]:
@@ -34,11 +36,12 @@ class ReplacedFile:
     def rows(self) -> pa.Table:
         """All of the file's rows, as pyarrow reads them; decoded by the Rust core where it can
         (:mod:`shoal.read.decode`)."""
-        schema = pq.ParquetFile(self.reader(), metadata=self.metadata).schema_arrow
-        reader = native_batches_in_memory(self.raw, schema, None, WHOLE_FILE_ROWS)
-        if reader is None:
-            return pq.read_table(self.reader())
-        return as_pyarrow_reads(reader, None, schema)
+        with damaged_parquet(self.path):
+            schema = pq.ParquetFile(self.reader(), metadata=self.metadata).schema_arrow
+            reader = native_batches_in_memory(self.raw, schema, None, WHOLE_FILE_ROWS)
+            if reader is None:
+                return pq.read_table(self.reader())
+            return as_pyarrow_reads(reader, None, schema)
 
 
 def read_replaced_file(storage: Storage, path: str) -> ReplacedFile:
@@ -46,7 +49,9 @@ def read_replaced_file(storage: Storage, path: str) -> ReplacedFile:
     with storage.open_input_file(path) as f:
         content = f.read_buffer()
     raw = pa.Array.from_buffers(pa.uint8(), len(content), [None, content])
-    return ReplacedFile(content, raw, pq.read_metadata(pa.BufferReader(content)))
+    with damaged_parquet(path):
+        metadata = pq.read_metadata(pa.BufferReader(content))
+    return ReplacedFile(content, raw, metadata, path)
 
 
 def plain_columns(metadata: pq.FileMetaData) -> list[str]:
