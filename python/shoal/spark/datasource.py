@@ -270,6 +270,13 @@ class ShoalDataSource(DataSource):
             raise InvalidOptionError(
                 f"a stream reads incremental changes: query type {opts.query_type!r} does not apply"
             )
+        if opts.columns is not None and "query_type" not in _given(rest):
+            # schema() cannot tell a stream from a batch read: without the query type it
+            # declares a snapshot's projection, which has no _hoodie_commit_time.
+            raise InvalidOptionError(
+                "a stream's columns option needs query_type=incremental (or "
+                f"{QUERY_TYPE}=incremental): its changes come with _hoodie_commit_time"
+            )
         if opts.as_of is not None or opts.start is not None or opts.end is not None:
             raise InvalidOptionError(
                 "a stream starts at hoodie.datasource.streaming.startOffset (start_offset) and has "
@@ -437,6 +444,13 @@ def _start_write(
         raise UnsupportedError(
             "insert with hoodie.merge.allow.duplicate.on.inserts=false needs an index lookup: "
             "use shoal.spark.write(df, path, operation='insert')"
+        )
+    if writer.combine(operation):
+        # Each task sees only its own rows: duplicates of a key in other tasks would stay.
+        raise UnsupportedError(
+            f"{operation.value.lower()} with {wc.COMBINE_BEFORE_INSERT}=true deduplicates the whole "
+            "input by key, and Spark's data source writer cannot bring a key's records together: "
+            f"use shoal.spark.write(df, path, operation='{operation.value.lower()}')"
         )
     timeline = Timeline.load(table.storage, table.config)
     # The input schema goes through the tasks' preparation: a missing key, partition or

@@ -552,9 +552,14 @@ def _spark_literal(t: pa.DataType, v: Any, in_list: bool) -> Column | None:
             return F.lit(v) if -(2**63) <= v < 2**63 else None
         return F.lit(v) if isinstance(v, float) and not in_list and math.isfinite(v) else None
     if pa.types.is_floating(t):
-        if isinstance(v, int):
-            return F.lit(float(v)) if -(2**63) <= v < 2**63 else None
-        return F.lit(v) if isinstance(v, float) else None
+        if isinstance(v, int) and not -(2**63) <= v < 2**63:
+            return None
+        if not isinstance(v, int | float) or float(v) == 0.0:
+            # Zero: Arrow's ``=`` takes -0.0 for 0.0 and its ``in`` does not, where Spark's
+            # parquet reader drops a page or row group by its dictionary (which tells -0.0 from
+            # 0.0) before Spark's ``=`` and ``in`` would take either for the other.
+            return None
+        return F.lit(float(v))
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return F.lit(v) if isinstance(v, str) else None
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
