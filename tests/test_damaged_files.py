@@ -87,3 +87,20 @@ def test_storage_errors_stay_what_they_are(tmp_path):
         raise FileNotFoundError(2, "No such file")
     with pytest.raises(OSError, match="network"), damaged_parquet("x.parquet"):
         raise OSError("network unreachable")
+
+
+def test_spark_reads_of_a_damaged_base_file_fail_naming_it(spark, tmp_path):
+    """Copy-on-write: planning reads the footer, on the driver (a CorruptDataError). Merge-on-
+    read: shoal's read tasks decode the slice when the DataFrame is computed, where Spark reports
+    the task's failure, which names the error and the file."""
+    import shoal.spark
+
+    cow, cow_base = _table(tmp_path / "cow", "COPY_ON_WRITE", "snappy")
+    _cut(cow_base)
+    with pytest.raises(shoal.CorruptDataError, match=os.path.basename(cow_base)):
+        shoal.spark.read(spark, cow.path).collect()
+    mor, mor_base = _table(tmp_path / "mor", "MERGE_ON_READ", "snappy")
+    mor.upsert(_data(range(5), 1))  # a log file: the slice is read by shoal's tasks
+    _cut(mor_base)
+    with pytest.raises(Exception, match=f"CorruptDataError: {os.path.basename(mor_base)}"):
+        shoal.spark.read(spark, mor.path).collect()

@@ -34,6 +34,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructT
 
 from shoal import _native
 from shoal.errors import InvalidArgumentError, UnsupportedError
+from shoal.fs.damage import damaged_parquet
 from shoal.fs.storage import Storage
 from shoal.read import incremental as inc
 from shoal.read.decode import native_batches
@@ -241,7 +242,7 @@ def iter_base_slice(spec: SliceReadSpec, storage: Storage) -> Iterator[pa.Table]
     filter columns read along and dropped after filtering."""
     if spec.base_file_path is None:
         return
-    with storage.open_input_file(spec.base_file_path) as f:
+    with damaged_parquet(spec.base_file_path), storage.open_input_file(spec.base_file_path) as f:
         pf = pq.ParquetFile(f)
         available = pf.schema_arrow.names
         columns = None if spec.columns is None else [c for c in spec.columns if c in available]
@@ -448,7 +449,7 @@ def _footer_types(storage: Storage, full_path: str) -> dict[str, DataType | None
     disagree on the type)."""
     types = _FOOTER_TYPES.get(full_path)
     if types is None:
-        with storage.fs.open_input_file(full_path) as f:
+        with damaged_parquet(full_path), storage.fs.open_input_file(full_path) as f:
             schema = pq.read_schema(f)
         types = {f.name: _native_type(f.type) for f in schema}
         if len(_FOOTER_TYPES) >= _FOOTER_CACHE_LIMIT:
