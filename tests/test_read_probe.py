@@ -203,11 +203,9 @@ def test_in_a_set_of_only_nulls_matches_the_null_rows(small, column):
 # ---- a consumer at the head of a cleaned and archived table ------------------------------------
 
 
-def test_reads_at_the_latest_instant_after_a_replaced_partition_was_cleaned_and_archived(tmp_path):
-    """delete_partitions replaces partition b's file group, the cleaner deletes its files and
-    archival later moves the replace commit off the active timeline while the clean stays. The
-    latest snapshot needs none of the cleaned files: a time travel to the latest instant and a
-    consumer reading up to it must not fail."""
+def _partition_b_replaced(tmp_path: Path) -> tuple[shoal.Table, str]:
+    """A table that keeps few commits, with partition b deleted (a replace commit) after its
+    first write; returns it and the replace commit."""
     options = {
         "hoodie.cleaner.commits.retained": "1",
         "hoodie.keep.min.commits": "2",
@@ -215,7 +213,15 @@ def test_reads_at_the_latest_instant_after_a_replaced_partition_was_cleaned_and_
     }
     table = shoal.Table.create(tmp_path / "t", "arch", record_key="id", partition_by="p", options=options)
     table.upsert(pa.table({"id": [1, 2], "p": ["a", "b"], "v": [0, 0]}))
-    replace = table.delete_partitions(["b"])
+    return table, table.delete_partitions(["b"])
+
+
+def test_reads_at_the_latest_instant_after_a_replaced_partition_was_cleaned_and_archived(tmp_path):
+    """delete_partitions replaces partition b's file group, the cleaner deletes its files and
+    archival later moves the replace commit off the active timeline while the clean stays. The
+    latest snapshot needs none of the cleaned files: a time travel to the latest instant and a
+    consumer reading up to it must not fail."""
+    table, replace = _partition_b_replaced(tmp_path)
     checkpoint = None
     seen: dict[int, int] = {}
     for i in range(4):
@@ -232,14 +238,7 @@ def test_reads_at_the_latest_instant_after_a_replaced_partition_was_cleaned_and_
 def test_time_travel_after_a_replaced_partition_was_cleaned_and_its_replace_commit_archived(tmp_path):
     """As above, and reads as of every instant after the replace, not only the latest: the
     group the archived replace commit retired needs none of its cleaned files then."""
-    options = {
-        "hoodie.cleaner.commits.retained": "1",
-        "hoodie.keep.min.commits": "2",
-        "hoodie.keep.max.commits": "3",
-    }
-    table = shoal.Table.create(tmp_path / "t", "arch", record_key="id", partition_by="p", options=options)
-    table.upsert(pa.table({"id": [1, 2], "p": ["a", "b"], "v": [0, 0]}))
-    replace = table.delete_partitions(["b"])
+    table, replace = _partition_b_replaced(tmp_path)
     written = []
     for i in range(4):
         written.append(table.upsert(_rows([10 + i], "b", i)))
