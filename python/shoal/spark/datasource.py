@@ -61,6 +61,7 @@ from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
 from shoal.read.filters import Filter
 from shoal.services.rollback import rollback_instant
+from shoal.spark.filter_values import typed_filters
 from shoal.spark.options import (
     OPERATION_OPTION,
     NewTablePath,
@@ -189,6 +190,14 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
     return opts
 
 
+def _with_typed_filters(opts: ReadOptions) -> ReadOptions:
+    """``opts`` with the JSON filter values for date, timestamp and decimal columns read as those
+    types (spark/filter_values.py)."""
+    if not opts.filters:
+        return opts
+    return replace(opts, filters=typed_filters(opts.filters, Table(opts.path).schema()))
+
+
 def _given(options: Mapping[str, str]) -> set[str]:
     """The names (as ReadOptions fields) of the read options given."""
     return {_READ_ALIASES[k.lower()] for k in options if k.lower() in _READ_ALIASES}
@@ -261,11 +270,11 @@ class ShoalDataSource(DataSource):
         return spark_schema(arrow)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return ShoalReader(read_options(self.options), schema, self.split_policy)
+        return ShoalReader(_with_typed_filters(read_options(self.options)), schema, self.split_policy)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         stream, rest = split_stream_options(self.options)
-        opts = read_options(rest)
+        opts = _with_typed_filters(read_options(rest))
         if opts.query_type != "incremental" and "query_type" in _given(rest):
             raise InvalidOptionError(
                 f"a stream reads incremental changes: query type {opts.query_type!r} does not apply"
