@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from shoal.config.table_config import MergeOrdering, TableConfig, TableType
+from shoal.config.table_config import MergeOrdering, TableType
 from shoal.errors import CommitConflictError, InstantNotFoundError, InvalidArgumentError, UnsupportedError
 from shoal.executor.base import Executor
 from shoal.fs.naming import parse_log_file_name
@@ -51,6 +51,7 @@ from shoal.read.projection import check_columns, conform, project
 from shoal.read.pruning import prune_partitions
 from shoal.read.snapshot import SliceReadSpec, read_base_slice, unify
 from shoal.services.clean import ensure_retained
+from shoal.timeline.archived import has_archived_instants
 from shoal.timeline.instant import Action, Instant
 from shoal.timeline.instant_time import format_instant
 from shoal.timeline.timeline import Timeline
@@ -183,16 +184,6 @@ def is_latest_view(timeline: Timeline, as_of: str) -> bool:
     instant completed after it. The cleaner never removes a latest file slice, so such a view
     needs no check against cleaned files."""
     return all(i.requested_time <= as_of for i in timeline.completed_data_instants())
-
-
-def has_archived_instants(storage: Storage, config: TableConfig) -> bool:
-    """True if instants were moved off the active timeline (v6 archive files, v8 LSM history)."""
-    if config.table_version >= 8:
-        return any(
-            f.name.endswith(".parquet") or f.name.startswith("manifest_")
-            for f in storage.list_files(f"{config.timeline_dir}/history")
-        )
-    return any(f.name.startswith(".commits_.archive") for f in storage.list_files(config.archive_dir))
 
 
 def resolve_range(

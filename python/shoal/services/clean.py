@@ -67,7 +67,6 @@ from shoal.fs.storage import Storage
 from shoal.fs.view import FileGroup, FileSlice, FileSystemView
 from shoal.schemas import load_schema
 from shoal.services.savepoint import decode_record, savepointed_files, savepointed_instants
-from shoal.timeline.archived import ArchivedTimeline, list_archive_files
 from shoal.timeline.instant import Action, Instant, State
 from shoal.timeline.instant_time import format_instant
 from shoal.timeline.lock import WRITE, table_lock
@@ -607,9 +606,9 @@ def _archived_clean_metadata(timeline: Timeline, as_of: str | None) -> list[Mapp
     active = [i.requested_time for i in timeline.instants if i.action == Action.CLEAN]
     if active and as_of >= active[0]:
         return []
-    if timeline.config.table_version < 8 and not list_archive_files(timeline.storage, timeline.config):
+    archived = timeline.archived()
+    if archived is None:
         return []
-    archived = ArchivedTimeline.load(timeline.storage, timeline.config)
     cleans = [i.requested_time for i in archived.completed() if i.action == Action.CLEAN]
     return [m for t in cleans if t > as_of and (m := archived.metadata(t)) is not None]
 
@@ -656,9 +655,9 @@ def ensure_retained(timeline: Timeline, view: FileSystemView, as_of: str) -> Non
 
 def _archived_replaced_groups(timeline: Timeline, as_of: str) -> set[GroupId]:
     """File groups that archived replace commits at or before ``as_of`` replaced."""
-    if timeline.config.table_version < 8 and not list_archive_files(timeline.storage, timeline.config):
+    archived = timeline.archived()
+    if archived is None:
         return set()
-    archived = ArchivedTimeline.load(timeline.storage, timeline.config)
     out: set[GroupId] = set()
     for inst in archived.completed_data_instants():
         if inst.action in _REPLACE_ACTIONS and inst.requested_time <= as_of:

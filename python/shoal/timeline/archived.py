@@ -209,6 +209,16 @@ def _decode_lsm_metadata(data: bytes, what: str) -> dict[str, Any] | None:
     return value
 
 
+def has_archived_instants(storage: Storage, config: TableConfig) -> bool:
+    """True if instants were moved off the active timeline (v6 archive files, v8 LSM history)."""
+    if config.table_version >= 8:
+        return any(
+            f.name.endswith(".parquet") or f.name.startswith("manifest_")
+            for f in storage.list_files(f"{config.timeline_dir}/history")
+        )
+    return any(f.name.startswith(".commits_.archive") for f in storage.list_files(config.archive_dir))
+
+
 class ArchivedTimeline:
     """The instants archived off a table's active timeline: ``.hoodie/archived/`` on table
     version 6, the LSM timeline ``.hoodie/timeline/history/`` on version 8.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from shoal import _native
 from shoal.config.table_config import TableConfig
@@ -15,6 +16,9 @@ from shoal.fs.storage import Storage
 from shoal.timeline.commit_metadata import CommitMetadata
 from shoal.timeline.instant import Action, Instant, State, parse_instant_file_name
 from shoal.timeline.instant_time import new_instant_time
+
+if TYPE_CHECKING:
+    from shoal.timeline.archived import ArchivedTimeline
 
 # Actions whose completed instants change the data of the table.
 DATA_ACTIONS = frozenset(
@@ -43,6 +47,8 @@ class Timeline:
         self.dir = config.timeline_dir
         self._metadata_cache: dict[str, CommitMetadata] = {}
         self._plan_cache: dict[str, list[dict]] = {}
+        self._archive_read = False
+        self._archive: ArchivedTimeline | None = None
         self.instants = _effective_instants(parse_instant_file_name(n) for n in files)
 
     @classmethod
@@ -162,6 +168,18 @@ class Timeline:
             operations = list((records[0] if records else {}).get("operations") or [])
         self._plan_cache[instant_time] = operations
         return operations
+
+    def archived(self) -> ArchivedTimeline | None:
+        """The instants archival moved off this timeline (read once per Timeline: the archive
+        changes only with the active timeline); None when nothing was archived."""
+        if not self._archive_read:
+            # archived.py builds on this module: imported when first needed.
+            from shoal.timeline.archived import ArchivedTimeline, has_archived_instants
+
+            if has_archived_instants(self.storage, self.config):
+                self._archive = ArchivedTimeline.load(self.storage, self.config)
+            self._archive_read = True
+        return self._archive
 
     def latest_schema(self, instants: Sequence[Instant] | None = None) -> str | None:
         """The Avro schema of the latest completed data instant that recorded one (of
