@@ -5,11 +5,18 @@
 //!
 //! Only column chunks compressed with a codec this build carries are read here; a file with any
 //! other codec is `Unsupported` at open, before a batch is decoded, so the caller can read it
-//! another way.
+//! another way. A column the file stores twice is decoded once ([`twins`]).
 
-use arrow_array::{RecordBatch, RecordBatchReader};
-use arrow_schema::SchemaRef;
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+mod twins;
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, RecordBatch, RecordBatchOptions, RecordBatchReader};
+use arrow_schema::{Schema, SchemaRef};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder,
+};
 use parquet::arrow::ProjectionMask;
 use parquet::basic::Compression;
 use parquet::file::reader::ChunkReader;
@@ -19,6 +26,11 @@ use crate::error::{Error, Result};
 /// The record batches of one base file, in file order.
 pub struct BaseFileBatches {
     reader: ParquetRecordBatchReader,
+    /// The batches' schema: every column asked for, twins included.
+    schema: SchemaRef,
+    /// Per column of `schema`, the column of the decoded batch holding its values; None when
+    /// no column is a twin and the decoded batches are the batches.
+    sources: Option<Vec<usize>>,
 }
 
 impl BaseFileBatches {
@@ -32,8 +44,9 @@ impl BaseFileBatches {
         if batch_size == 0 {
             return Err(Error::InvalidArgument("batch size must be positive".into()));
         }
-        let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(corrupt)?;
-        let metadata = builder.metadata().clone();
+        let loaded =
+            ArrowReaderMetadata::load(&file, ArrowReaderOptions::default()).map_err(corrupt)?;
+        let metadata = loaded.metadata().clone();
         for row_group in metadata.row_groups() {
             for chunk in row_group.columns() {
                 if !decodable(chunk.compression()) {
@@ -45,36 +58,82 @@ impl BaseFileBatches {
                 }
             }
         }
-        let builder = match columns {
-            None => builder,
-            Some(names) => {
-                let fields = builder.parquet_schema().root_schema().get_fields();
-                let roots = fields
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, f)| names.iter().any(|n| n == f.name()))
-                    .map(|(i, _)| i);
-                let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-                builder.with_projection(mask)
-            }
-        };
+        let fields = loaded.parquet_schema().root_schema().get_fields();
+        let roots: Vec<usize> = fields
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| columns.is_none_or(|names| names.iter().any(|n| n == f.name())))
+            .map(|(i, _)| i)
+            .collect();
+        let arrow = loaded.schema().clone();
+        let twins = twins::twin_sources(&file, &metadata, &arrow, &roots)?;
+        let decoded: Vec<usize> = roots
+            .iter()
+            .zip(&twins)
+            .filter(|(_, source)| source.is_none())
+            .map(|(&root, _)| root)
+            .collect();
+        let schema = Arc::new(Schema::new_with_metadata(
+            roots
+                .iter()
+                .map(|&r| arrow.field(r).clone())
+                .collect::<Vec<_>>(),
+            arrow.metadata().clone(),
+        ));
+        // Each column's position among the decoded ones: its own, or its source's.
+        let sources = twins.iter().any(Option::is_some).then(|| {
+            roots
+                .iter()
+                .zip(&twins)
+                .map(|(&root, source)| {
+                    let own = source.unwrap_or(root);
+                    decoded.iter().position(|&d| d == own).unwrap_or(0)
+                })
+                .collect()
+        });
+        let mut builder = ParquetRecordBatchReaderBuilder::new_with_metadata(file, loaded);
+        if columns.is_some() || sources.is_some() {
+            let mask = ProjectionMask::roots(builder.parquet_schema(), decoded);
+            builder = builder.with_projection(mask);
+        }
         let reader = builder
             .with_batch_size(batch_size)
             .build()
             .map_err(corrupt)?;
-        Ok(Self { reader })
+        let schema = if sources.is_some() {
+            schema
+        } else {
+            reader.schema()
+        };
+        Ok(Self {
+            reader,
+            schema,
+            sources,
+        })
     }
 
     /// The Arrow schema of the batches.
     pub fn schema(&self) -> SchemaRef {
-        self.reader.schema()
+        self.schema.clone()
     }
 
     /// The next batch, or None after the last.
     pub fn next_batch(&mut self) -> Result<Option<RecordBatch>> {
-        self.reader
+        let Some(batch) = self
+            .reader
             .next()
             .transpose()
+            .map_err(|e| Error::Corrupt(format!("decoding base file: {e}")))?
+        else {
+            return Ok(None);
+        };
+        let Some(sources) = &self.sources else {
+            return Ok(Some(batch));
+        };
+        let columns: Vec<ArrayRef> = sources.iter().map(|&i| batch.column(i).clone()).collect();
+        let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+        RecordBatch::try_new_with_options(self.schema.clone(), columns, &options)
+            .map(Some)
             .map_err(|e| Error::Corrupt(format!("decoding base file: {e}")))
     }
 }
