@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from shoal.errors import InvalidOptionError, UnsupportedError
@@ -17,7 +17,7 @@ from shoal.keygen.builtin import (
 )
 from shoal.keygen.timestamp import TimestampBasedKeyGenerator, TimestampOptions, TimestampPartitionPart
 
-__all__ = ["key_generator_from_properties"]
+__all__ = ["check_write_options_agree", "key_generator_from_properties", "keygen_properties"]
 
 _KINDS = ("SIMPLE", "COMPLEX", "NON_PARTITION", "TIMESTAMP", "CUSTOM", "GLOBAL_DELETE")
 _PKG = "org.apache.hudi.keygen."
@@ -125,12 +125,120 @@ def keygen_properties(
     """The properties a table's key generator is built from: its ``hoodie.properties``, and the
     partition path field write option when given. A custom generator's table of version 6
     records its partition fields without their types, which Hudi's writers take from that
-    option."""
+    option.
+
+    Raises:
+        InvalidOptionError: a write option that shapes keys or partition paths (record key
+            fields, key generator, Hive style, URL encoding, ``hoodie.keygen.timebased.*``)
+            contradicts the table, as Hudi's writers refuse it ("Config conflict").
+    """
+    check_write_options_agree(table_properties, write_options)
     props = dict(table_properties)
     typed = write_options.get(opt.WRITE_PARTITIONPATH_FIELD)
     if typed is not None:
         props[opt.WRITE_PARTITIONPATH_FIELD] = str(typed)
     return props
+
+
+def check_write_options_agree(table_properties: Mapping[str, str], write_options: Mapping[str, Any]) -> None:
+    """Refuse write options that would key or place records otherwise than the table does.
+
+    The table's ``hoodie.properties`` decide how keys and partition paths are written; a write
+    option saying otherwise would be ignored, and the rows written with it land where the user
+    did not ask. Hudi's writers fail such a write with a config conflict; so does shoal.
+
+    Raises:
+        InvalidOptionError: naming the option, its value and the table's.
+    """
+    conflicts: list[str] = []
+
+    def differ(key: str, given: Any, recorded: str) -> None:
+        conflicts.append(f"{key}={str(given)!r} (the table has {recorded!r})")
+
+    table_keys = table_properties.get(opt.RECORDKEY_FIELDS)
+    given_keys = write_options.get(opt.WRITE_RECORDKEY_FIELD)
+    if (
+        table_keys is not None
+        and given_keys is not None
+        and opt.split_fields(str(given_keys)) != opt.split_fields(table_keys)
+    ):
+        differ(opt.WRITE_RECORDKEY_FIELD, given_keys, table_keys)
+    for key in (opt.HIVE_STYLE_PARTITIONING, opt.URL_ENCODE_PARTITIONING, opt.CONSISTENT_LOGICAL_TIMESTAMP):
+        recorded, given = table_properties.get(key), write_options.get(key)
+        if recorded is None or given is None or not str(given).strip():
+            continue
+        if opt.get_bool({key: str(given)}, key, False) != opt.get_bool({key: recorded}, key, False):
+            differ(key, given, recorded)
+    _check_generator_agrees(table_properties, write_options, differ)
+    for key, given in write_options.items():
+        suffix = _timebased_suffix(key)
+        if suffix is None or given is None or not str(given).strip():
+            continue
+        recorded = opt.get_option(
+            table_properties, opt.TIMEBASED_PREFIX + suffix, opt.TIMEBASED_DEPRECATED_PREFIX + suffix
+        )
+        if recorded is None or not recorded.strip():
+            continue
+        a, b = str(given).strip(), recorded.strip()
+        if suffix in _CASE_FREE_TIMEBASED:
+            a, b = a.upper(), b.upper()
+        if a != b:
+            differ(key, given, recorded)
+    if conflicts:
+        raise InvalidOptionError("write options conflict with the table: " + "; ".join(conflicts))
+
+
+# Enumerations among the hoodie.keygen.timebased.* settings, which Hudi reads in any case.
+_CASE_FREE_TIMEBASED = ("timestamp.type", "timestamp.scalar.time.unit")
+
+
+def _timebased_suffix(key: str) -> str | None:
+    for prefix in (opt.TIMEBASED_PREFIX, opt.TIMEBASED_DEPRECATED_PREFIX):
+        if key.startswith(prefix):
+            return key[len(prefix) :]
+    return None
+
+
+def _check_generator_agrees(
+    table_properties: Mapping[str, str],
+    write_options: Mapping[str, Any],
+    differ: Callable[[str, Any, str], None],
+) -> None:
+    """The key generator a write option names must be the table's (either flavour of its class,
+    or its type name)."""
+    recorded: list[str] = []
+    kinds = set()
+    for key in (opt.KEYGENERATOR_CLASS, opt.KEYGENERATOR_TYPE):
+        value = (table_properties.get(key) or "").strip()
+        if value == _SQL_WRAPPER:
+            value = (table_properties.get(opt.SQL_ORIGIN_KEYGENERATOR_CLASS) or "").strip()
+        if not value:
+            continue
+        recorded.append(value)
+        try:
+            kinds.add(
+                _kind_of_class(value, key)
+                if key == opt.KEYGENERATOR_CLASS
+                else _kind_of_type(value.upper(), key)
+            )
+        except (InvalidOptionError, UnsupportedError):
+            return  # building the table's generator reports it
+    if len(kinds) != 1:
+        return
+    table_kind = kinds.pop()
+    no_partitions = not opt.split_fields(table_properties.get(opt.PARTITION_FIELDS))
+    for key in (opt.WRITE_KEYGENERATOR_CLASS, opt.WRITE_KEYGENERATOR_TYPE):
+        value = str(write_options.get(key) or "").strip()
+        if value == _SQL_WRAPPER:
+            value = str(write_options.get(opt.SQL_ORIGIN_KEYGENERATOR_CLASS) or "").strip()
+        if not value:
+            continue
+        # shoal (like the keyword ``key_generator``) takes a type name for the class too.
+        kind = _kind_of_class(value, key) if "." in value else _kind_of_type(value.upper(), key)
+        if kind == "SIMPLE" and no_partitions:
+            kind = "NON_PARTITION"  # what a simple generator without partition fields creates
+        if kind != table_kind:
+            differ(key, value, ", ".join(recorded))
 
 
 def _fields(props: Mapping[str, str], table_key: str, write_key: str, role: str) -> list[str]:
