@@ -19,6 +19,7 @@ if it were UTC; a :class:`Zone` converts between instants and wall times.
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 import zoneinfo
 from dataclasses import dataclass
@@ -130,29 +131,68 @@ class OutputFormat:
     def _render(self, wall_ms: pa.Array, offset_ms: pa.Array | None) -> pa.Array:
         if len(wall_ms) == 0:
             return pa.array([], pa.string())
-        times = wall_ms.cast(pa.timestamp("ms"))
+        fields = _civil_fields(wall_ms)
         parts: list[pa.Array | str] = []
         for token in self._tokens:
             if not token.letter:
                 parts.append(token.text)
             elif token.letter == "y":
-                year = pc.year(times)
+                year = fields["y"]
                 if token.count == 2:
                     parts.append(lpad_int(pc.remainder(pc.abs(year), 100), 2))
                 else:
                     parts.append(signed_padded(year, token.count))
             elif token.letter == "S":
-                parts.append(_fraction_text(pc.millisecond(times), token.count))
+                parts.append(_fraction_text(fields["S"], token.count))
             elif token.letter == "Z":
                 assert offset_ms is not None
                 parts.append(_offset_text(offset_ms, colon=token.count == 2))
             else:
-                component = {"M": pc.month, "d": pc.day, "H": pc.hour, "m": pc.minute, "s": pc.second}
-                parts.append(lpad_int(component[token.letter](times), token.count))
+                parts.append(lpad_int(fields[token.letter], token.count))
         if len(parts) == 1:
             only = parts[0]
             return only if isinstance(only, pa.Array) else pa.array([only] * len(wall_ms), pa.string())
         return pc.binary_join_element_wise(*parts, "")
+
+
+def _civil_fields(wall_ms: pa.Array) -> dict[str, pa.Array]:
+    """Proleptic Gregorian year (astronomical: 0 is 1 BC, as Joda's ISO chronology), month, day,
+    hour, minute, second and millisecond of wall times, for any int64 millisecond count.
+
+    Arrow's calendar functions keep the year in 16 bits and wrap past 32767 (a count of
+    microseconds read as milliseconds lands near year 55000), where Joda prints the real year.
+    Days to civil date after H. Hinnant's algorithm; every division below is of non-negative
+    numbers, so Arrow's truncating divide is exact.
+    """
+    day_ms = 86_400_000
+    days = floor_div(wall_ms, day_ms)
+    in_day = pc.subtract(wall_ms, pc.multiply(days, day_ms))
+    z = pc.add(days, 719_468)
+    era = floor_div(z, 146_097)
+    doe = pc.subtract(z, pc.multiply(era, 146_097))  # day of the 400-year era, 0..146096
+    yoe = pc.divide(
+        pc.add(
+            pc.subtract(doe, pc.divide(doe, 1460)),
+            pc.subtract(pc.divide(doe, 36_524), pc.divide(doe, 146_096)),
+        ),
+        365,
+    )
+    doy = pc.subtract(
+        doe, pc.add(pc.multiply(yoe, 365), pc.subtract(pc.divide(yoe, 4), pc.divide(yoe, 100)))
+    )  # day of the year starting March 1st
+    mp = pc.divide(pc.add(pc.multiply(doy, 5), 2), 153)
+    day = pc.add(pc.subtract(doy, pc.divide(pc.add(pc.multiply(mp, 153), 2), 5)), 1)
+    month = pc.if_else(pc.less(mp, 10), pc.add(mp, 3), pc.subtract(mp, 9))
+    year = pc.add(pc.add(yoe, pc.multiply(era, 400)), pc.less_equal(month, 2).cast(pa.int64()))
+    return {
+        "y": year,
+        "M": month,
+        "d": day,
+        "H": pc.divide(in_day, 3_600_000),
+        "m": pc.remainder(pc.divide(in_day, 60_000), 60),
+        "s": pc.remainder(pc.divide(in_day, 1000), 60),
+        "S": pc.remainder(in_day, 1000),
+    }
 
 
 def _fraction_unit(count: int) -> int:
@@ -465,7 +505,13 @@ class Zone:
         if self.fixed_offset_ms is not None:
             return pc.add(instants, self.fixed_offset_ms) if self.fixed_offset_ms else instants
         zoned = instants.cast(pa.timestamp("ms", tz=self.region))
-        return pc.local_timestamp(zoned).cast(pa.int64())
+        wall = pc.local_timestamp(zoned).cast(pa.int64())
+        late = _late(instants)
+        if late is None:
+            return wall
+        offsets = self._late_offsets(instants.filter(late), from_wall=False)
+        corrected = pc.coalesce(pc.add(instants.filter(late), offsets), wall.filter(late))
+        return pc.replace_with_mask(wall, late, corrected)
 
     def to_instant(self, wall: pa.Array) -> pa.Array:
         """Instants of local wall times; ambiguous times take the earlier offset, as Joda does."""
@@ -477,11 +523,101 @@ class Zone:
             )
         except pa.ArrowInvalid as e:
             raise InvalidRecordKeyError(f"a date string names a local time {self.name} skips: {e}") from e
-        return zoned.cast(pa.int64())
+        instants = zoned.cast(pa.int64())
+        late = _late(wall)
+        if late is None:
+            return instants
+        offsets = self._late_offsets(wall.filter(late), from_wall=True)
+        corrected = pc.coalesce(pc.subtract(wall.filter(late), offsets), instants.filter(late))
+        return pc.replace_with_mask(instants, late, corrected)
+
+    def _late_offsets(self, times: pa.Array, from_wall: bool) -> pa.Array:
+        """The zone's offsets (ms) at instants, or at wall times (``from_wall``), from 2037 on,
+        worked out with Python's zoneinfo, which applies the zone's rules to every year (null
+        past year 9999). Offsets change on whole minutes, so each distinct minute is looked up once.
+        """
+        assert self.region is not None
+        zone = zoneinfo.ZoneInfo(self.region)
+        minutes = floor_div(times, _MINUTE_MS).dictionary_encode()
+        offsets: list[int | None] = []
+        for minute in minutes.dictionary.to_pylist():
+            try:
+                if from_wall:
+                    # fold=0: the earlier of two instants in an overlap, as Joda's getOffsetFromLocal.
+                    offset = (_EPOCH + _dt.timedelta(minutes=minute)).replace(tzinfo=zone).utcoffset()
+                    assert offset is not None
+                    instant = _EPOCH_UTC + _dt.timedelta(minutes=minute) - offset
+                    if instant.astimezone(zone).utcoffset() != offset:
+                        raise InvalidRecordKeyError(
+                            f"a date string names a local time {self.name} skips "
+                            f"({(_EPOCH + _dt.timedelta(minutes=minute)).isoformat()})"
+                        )
+                else:
+                    offset = (_EPOCH_UTC + _dt.timedelta(minutes=minute)).astimezone(zone).utcoffset()
+                    assert offset is not None
+            except OverflowError:
+                offsets.append(None)
+                continue
+            offsets.append(offset // _dt.timedelta(milliseconds=1))
+        return pa.array(offsets, pa.int64()).take(minutes.indices)
 
 
 UTC = Zone("UTC", fixed_offset_ms=0)
+# Arrow's zone conversions apply the transitions the zone files list, which end in 2037: later
+# years keep the offset of the last one (no daylight saving time in New York, always in Sydney),
+# while Joda (Hudi) applies the zone's rules to every year.
+# From here on offsets are worked out with zoneinfo (Zone._late_offsets).
+_ARROW_TRANSITIONS_END_MS = 2_114_380_800_000  # 2037-01-01T00:00:00Z
+_MINUTE_MS = 60_000
+_EPOCH = _dt.datetime(1970, 1, 1)
+_EPOCH_UTC = _EPOCH.replace(tzinfo=_dt.timezone.utc)
+
+
+def _late(times: pa.Array) -> pa.Array | None:
+    """Where ``times`` fall after Arrow's zone data ends; None when nowhere."""
+    late = pc.fill_null(pc.greater_equal(times, _ARROW_TRANSITIONS_END_MS), False)
+    return late if pc.any(late).as_py() else None
+
+
 _CUSTOM_ID = re.compile(r"^GMT([+-])(\d{1,2})(?::?(\d{2}))?$")
+# The JDK 1.1 three-letter ids Java's TimeZone accepts, as Joda's DateTimeZone.forTimeZone (which
+# Hudi's date parser calls) converts them *before* consulting the zone database: "EST", "MST" and
+# "HST" are the region zones below (with their daylight saving time), not the fixed offsets the
+# IANA database has under those names.
+_JODA_LEGACY_IDS = {
+    "WET": "WET",
+    "CET": "CET",
+    "MET": "CET",
+    "ECT": "CET",
+    "EET": "EET",
+    "MIT": "Pacific/Apia",
+    "HST": "Pacific/Honolulu",
+    "AST": "America/Anchorage",
+    "PST": "America/Los_Angeles",
+    "MST": "America/Denver",
+    "PNT": "America/Phoenix",
+    "CST": "America/Chicago",
+    "EST": "America/New_York",
+    "IET": "America/Indiana/Indianapolis",
+    "PRT": "America/Puerto_Rico",
+    "CNT": "America/St_Johns",
+    "AGT": "America/Argentina/Buenos_Aires",
+    "BET": "America/Sao_Paulo",
+    "ART": "Africa/Cairo",
+    "CAT": "Africa/Harare",
+    "EAT": "Africa/Addis_Ababa",
+    "NET": "Asia/Yerevan",
+    "PLT": "Asia/Karachi",
+    "IST": "Asia/Kolkata",
+    "BST": "Asia/Dhaka",
+    "VST": "Asia/Ho_Chi_Minh",
+    "CTT": "Asia/Shanghai",
+    "JST": "Asia/Tokyo",
+    "ACT": "Australia/Darwin",
+    "AET": "Australia/Sydney",
+    "SST": "Pacific/Guadalcanal",
+    "NST": "Pacific/Auckland",
+}
 
 
 def parse_zone(value: str | None, key: str) -> Zone | None:
@@ -498,10 +634,11 @@ def parse_zone(value: str | None, key: str) -> Zone | None:
             raise InvalidOptionError(f"{key}: invalid time zone offset {value!r}")
         sign = -1 if custom.group(1) == "-" else 1
         return Zone(text, fixed_offset_ms=sign * (hours * 60 + minutes) * 60_000)
+    region = _JODA_LEGACY_IDS.get(text, text)
     try:
-        zoneinfo.ZoneInfo(text)
+        zoneinfo.ZoneInfo(region)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError) as e:
         raise InvalidOptionError(
             f"{key}: unknown time zone {value!r} (use UTC, GMT+hh:mm or a region id like Asia/Kolkata)"
         ) from e
-    return Zone(text, region=text)
+    return Zone(text, region=region)
