@@ -22,25 +22,45 @@ its last row image before the delete, with ``_hoodie_commit_time`` set to the de
 output can be upserted into another Hudi table as is, or applied by key
 (``_hoodie_partition_path``, ``_hoodie_record_key``) anywhere else. Every key appears at most once.
 
+Rows come in commit order; within one instant its deleted keys come before its changed rows, so
+that a consumer keyed by record key alone applying them in order keeps a key that a global index
+moved to another partition (a delete in the old partition and a change in the new one).
+
+Over the whole schema, the delete marker sits where the table's schema has ``_hoodie_is_deleted``
+as a data column (a CDC table whose writes carry it); otherwise right after the columns of the
+latest schema a data instant up to ``end`` recorded, ahead of columns added later. The place
+depends on the timeline alone, not on which files the range reads, so Spark's reads
+(:mod:`shoal.spark.read`) declare the same order.
+
 A range that reaches before the active timeline of a table whose older instants were archived
-raises InstantNotFoundError naming the earliest instant still available, unless
-``hoodie.datasource.read.incr.fallback.fulltablescan.enable`` is set: then the range is read from
-the latest snapshot of every file group, filtered by ``_hoodie_commit_time`` in ``(start, end]``
-(Hudi's fallback, with its limits: a record overwritten later is seen only as its latest version,
-and only if that version is in the range; a deleted one not at all; no deletes).
+raises InstantNotFoundError naming the earliest instant still available. A range starting at the
+latest archived instant itself (the checkpoint of a consumer that read it before archival moved
+it) misses nothing and is read as usual. A range ending in the past whose file slices the cleaner
+removed raises CleanedInstantError. With ``hoodie.datasource.read.incr.fallback.fulltablescan.enable``
+either range is read from the latest snapshot of every file group instead, filtered by
+``_hoodie_commit_time`` in ``(start, end]``: Hudi's fallback, taken on both conditions as in Hudi's
+``IncrementalRelation``, with its limits (a record overwritten later is seen only as its latest
+version, and only if that version is in the range; a deleted one not at all; no deletes).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shoal import _native
 from shoal.config.table_config import MergeOrdering, TableType
-from shoal.errors import CommitConflictError, InstantNotFoundError, InvalidArgumentError, UnsupportedError
+from shoal.errors import (
+    CleanedInstantError,
+    CommitConflictError,
+    InstantNotFoundError,
+    InvalidArgumentError,
+    UnsupportedError,
+)
 from shoal.executor.base import Executor
 from shoal.fs.naming import parse_log_file_name
 from shoal.fs.storage import Storage
@@ -55,7 +75,7 @@ from shoal.timeline.archived import has_archived_instants
 from shoal.timeline.instant import Action, Instant
 from shoal.timeline.instant_time import format_instant
 from shoal.timeline.timeline import Timeline
-from shoal.write.schema import IS_DELETED_COLUMN
+from shoal.write.schema import IS_DELETED_COLUMN, META_COLUMNS
 
 COMMIT_TIME = "_hoodie_commit_time"
 RECORD_KEY = "_hoodie_record_key"
@@ -186,6 +206,20 @@ def is_latest_view(timeline: Timeline, as_of: str) -> bool:
     return all(i.requested_time <= as_of for i in timeline.completed_data_instants())
 
 
+def _resumes_at_archive_end(timeline: Timeline, lo: str | None, by_completion: bool) -> bool:
+    """Whether ``lo`` is the position of the latest archived data instant: the checkpoint of a
+    consumer that read up to it before archival moved it. Every instant after it is then still
+    active, so the range misses nothing (a v8 instant archived without its completion time is
+    not placed, and does not count as such a position)."""
+    archive = timeline.archived()
+    if lo is None or archive is None:
+        return False
+    done = archive.completed_data_instants()
+    if not done or (by_completion and any(not i.completion_time for i in done)):
+        return False
+    return max(range_key(i, by_completion) for i in done) == lo
+
+
 def resolve_range(
     storage: Storage,
     timeline: Timeline,
@@ -214,6 +248,7 @@ def resolve_range(
         first is not None
         and (lo is None or lo < predecessor(first))
         and has_archived_instants(storage, timeline.config)
+        and not _resumes_at_archive_end(timeline, lo, by_completion)
     )
     if first is not None and archived and not fallback_full_scan:
         shown = "the beginning" if lo is None else lo
@@ -284,8 +319,10 @@ class _Planner:
         columns: Sequence[str] | None,
         filters: Sequence[Filter] | None,
         schema: pa.Schema | None,
+        fallback_full_scan: bool = False,
     ) -> None:
         self.storage = storage
+        self.fallback_full_scan = fallback_full_scan
         self.timeline = timeline
         self.config = timeline.config
         self.rng = rng
@@ -316,7 +353,13 @@ class _Planner:
         view = FileSystemView(self.storage, self.timeline, self.rng.view_as_of, partitions=partitions)
         if self.rng.view_as_of is not None and not is_latest_view(self.timeline, self.rng.view_as_of):
             # A range ending in the past reads the slices as of its end: they must still exist.
-            ensure_retained(self.timeline, view, self.rng.view_as_of)
+            try:
+                ensure_retained(self.timeline, view, self.rng.view_as_of)
+            except CleanedInstantError:
+                # Hudi falls back to the full table scan when files of the range were deleted.
+                if not self.fallback_full_scan:
+                    raise
+                return self.plan_full_scan(include_deletes)
         latest = {(s.partition_path, s.file_id): s for s in view.latest_file_slices()}
         commit_filter: Filter = (COMMIT_TIME, "in", list(self.rng.commit_times))
         for key in sorted(touched):
@@ -330,7 +373,8 @@ class _Planner:
         return plan
 
     def plan_full_scan(self, include_deletes: bool) -> IncrementalPlan:
-        """The fallback for a range that reaches archived instants, whose write stats are gone:
+        """The fallback for a range that reaches archived instants, whose write stats are gone, or
+        whose file slices were cleaned:
         every latest file slice of the table (as a snapshot read would merge it), keeping the
         rows whose ``_hoodie_commit_time`` is in ``(start, end]``.
 
@@ -341,8 +385,9 @@ class _Planner:
         """
         if include_deletes:
             raise UnsupportedError(
-                "include_deletes needs the write stats of every instant in the range, and some "
-                "were archived: the full-table-scan fallback cannot derive deletes"
+                "include_deletes needs the write stats and file slices of every instant in the "
+                "range, and some were archived or cleaned: the full-table-scan fallback cannot "
+                "derive deletes"
             )
         plan = IncrementalPlan(self.rng)
         if self.rng.end is None:
@@ -509,9 +554,11 @@ def plan_incremental(
     filters: Sequence[Filter] | None = None,
     include_deletes: bool = False,
     schema: pa.Schema | None = None,
+    fallback_full_scan: bool = False,
 ) -> IncrementalPlan:
-    """Plans the reads of an incremental query over ``rng`` (see the module docs)."""
-    planner = _Planner(storage, timeline, rng, columns, filters, schema)
+    """Plans the reads of an incremental query over ``rng`` (see the module docs);
+    ``fallback_full_scan`` also reads a range whose slices were cleaned from the latest snapshot."""
+    planner = _Planner(storage, timeline, rng, columns, filters, schema, fallback_full_scan)
     if rng.full_scan:
         return planner.plan_full_scan(include_deletes)
     return planner.plan(include_deletes)
@@ -563,7 +610,8 @@ def read_incremental(
     )
     changed = executor.map(read_slice, [(s, storage) for s in plan.changes])
     deleted = executor.map(read_deleted, [(d, storage) for d in plan.deletes]) if include_deletes else []
-    return finish_read(changed, deleted, schema, columns, include_deletes)
+    written = written_columns(timeline, start, end) if include_deletes and columns is None else None
+    return finish_read(changed, deleted, schema, columns, include_deletes, written)
 
 
 def plan_read(
@@ -580,7 +628,8 @@ def plan_read(
     """The tasks of an incremental read: ``read_slice`` per change, ``read_deleted`` per probe
     (the planner every executor shares). ``fallback_full_scan`` answers a range that reaches
     archived instants from the latest snapshot instead of raising (see
-    ``_Planner.plan_full_scan`` for what that cannot see)."""
+    ``_Planner.plan_full_scan`` for what that cannot see), as it does one whose file slices were
+    cleaned."""
     if not timeline.config.populate_meta_fields:
         raise UnsupportedError(
             "incremental reads need _hoodie_commit_time, and this table was written with "
@@ -590,7 +639,9 @@ def plan_read(
     check_filters(filters, schema)
     rng = resolve_range(storage, timeline, start, end, fallback_full_scan)
     read_columns = _read_columns(columns, include_deletes)
-    return plan_incremental(storage, timeline, rng, read_columns, filters, include_deletes, schema)
+    return plan_incremental(
+        storage, timeline, rng, read_columns, filters, include_deletes, schema, fallback_full_scan
+    )
 
 
 def finish_read(
@@ -599,14 +650,16 @@ def finish_read(
     schema: pa.Schema | None,
     columns: Sequence[str] | None,
     include_deletes: bool,
+    written: Collection[str] | None = None,
 ) -> pa.Table:
     """The output of an incremental read from its tasks' tables. Deletes are settled against the
     changes by (partition path, record key), so the tasks of each partition path can also be
-    finished on their own."""
+    finished on their own. ``written``: the range's :func:`written_columns`, which place the
+    delete marker (see :func:`marker_position`)."""
     out = unify(changed, None)
     if include_deletes:
         out = _with_deletes(out, unify(deleted, None))
-    return _finish(out, schema, _read_columns(columns, include_deletes), include_deletes)
+    return _finish(out, schema, _read_columns(columns, include_deletes), include_deletes, written)
 
 
 def _read_columns(columns: Sequence[str] | None, include_deletes: bool) -> list[str] | None:
@@ -651,8 +704,44 @@ def _set_column(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
     return table.append_column(name, values)
 
 
+def written_columns(
+    timeline: Timeline, start: str | _dt.datetime | None, end: str | _dt.datetime | None
+) -> list[str] | None:
+    """The columns the files of an incremental read of ``(start, end]`` hold: the meta columns
+    and those of the latest schema a data instant up to ``end`` recorded (columns added later
+    are in none of them). None when the range holds no instant."""
+    by_completion = timeline.config.table_version >= 8
+    lo, hi = normalize_bound(start, "start"), normalize_bound(end, "end")
+    completed = timeline.completed_data_instants()
+    visible = [i for i in completed if hi is None or range_key(i, by_completion) <= hi]
+    if not any(lo is None or range_key(i, by_completion) > lo for i in visible):
+        return None
+    avro = timeline.latest_schema(visible)
+    return [*META_COLUMNS, *_native.avro_to_arrow_schema(avro).names] if avro else None
+
+
+def marker_position(names: Sequence[str], schema: pa.Schema | None, written: Collection[str] | None) -> int:
+    """Where the delete marker goes among ``names`` (the other columns of an incremental read
+    of the whole schema, in order): where ``schema`` (the table's) has ``_hoodie_is_deleted`` as
+    a data column written by the range, else right after the ``written`` columns (every column
+    when None: the range holds no instant). One rule for the local read and Spark's."""
+    if (
+        schema is not None
+        and IS_DELETED_COLUMN in schema.names
+        and (written is None or IS_DELETED_COLUMN in written)
+    ):
+        ahead = set(schema.names[: schema.names.index(IS_DELETED_COLUMN)])
+        return max((i + 1 for i, n in enumerate(names) if n in ahead), default=0)
+    held = set(names) if written is None else set(written)
+    return max((i + 1 for i, n in enumerate(names) if n in held), default=0)
+
+
 def _finish(
-    table: pa.Table, schema: pa.Schema | None, columns: Sequence[str] | None, include_deletes: bool
+    table: pa.Table,
+    schema: pa.Schema | None,
+    columns: Sequence[str] | None,
+    include_deletes: bool,
+    written: Collection[str] | None = None,
 ) -> pa.Table:
     if table.num_columns == 0:
         if schema is None:
@@ -663,8 +752,19 @@ def _finish(
             fields.append(pa.field(IS_DELETED_COLUMN, pa.bool_()))
         table = pa.schema(fields).empty_table()
     table = conform(table, schema)
+    marked = include_deletes and IS_DELETED_COLUMN in table.column_names
     if COMMIT_TIME in table.column_names and table.num_rows > 1:
-        table = table.take(pc.sort_indices(table.column(COMMIT_TIME)))
+        keys = [(COMMIT_TIME, "ascending")]
+        if marked:
+            # An instant's deletes first: a key it moved between partitions ends up written.
+            keys.append((IS_DELETED_COLUMN, "descending"))
+        table = table.take(pc.sort_indices(table, sort_keys=keys))
+    if marked and columns is None:
+        # The tasks' tables append the marker after the columns their files hold, which vary
+        # with the files a range reads: its place follows the timeline instead.
+        names = [n for n in table.column_names if n != IS_DELETED_COLUMN]
+        names.insert(marker_position(names, schema, written), IS_DELETED_COLUMN)
+        table = table.select(names)
     if columns is not None:
         names = list(columns) + ([IS_DELETED_COLUMN] if include_deletes else [])
         table = project(table, names, schema)

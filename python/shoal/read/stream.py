@@ -15,7 +15,8 @@ needs no such hold.
 
 A checkpoint older than the active timeline of a table whose older instants were archived is
 treated as an incremental read would treat it: the first change raises InstantNotFoundError
-naming the earliest instant still available, or, with
+naming the earliest instant still available (not when the checkpoint is the latest archived
+instant itself: nothing after it was archived), or, with
 ``hoodie.datasource.read.incr.fallback.fulltablescan.enable``, carries every row of the latest
 snapshot written after the checkpoint up to its own instant (the full-table-scan fallback, with
 its limits: rows overwritten since come back only as their latest version, deleted ones not at

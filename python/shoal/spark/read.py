@@ -32,7 +32,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_schema
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType, TimestampNTZType
 
-from shoal import _native
 from shoal.errors import InvalidArgumentError, UnsupportedError
 from shoal.fs.damage import damaged_parquet
 from shoal.fs.storage import Storage
@@ -127,9 +126,9 @@ def output_schema(
 
     An incremental read always returns ``_hoodie_commit_time`` (with ``include_deletes`` the
     key's meta columns too) ahead of ``columns``, and the delete marker after the other columns;
-    when the whole schema is read, after the columns ``written`` (the ones its files hold, see
-    :func:`written_columns`) and before the ones added after the range, where ``read_incremental``
-    appends it to the rows it read."""
+    when the whole schema is read, where ``read_incremental`` puts it
+    (:func:`shoal.read.incremental.marker_position`, from the range's ``written`` columns, see
+    :func:`written_columns`)."""
     fields = list(table_schema or [])
     if not table.config.populate_meta_fields:
         if query_type == "incremental":
@@ -141,8 +140,9 @@ def output_schema(
     deletes = query_type == "incremental" and include_deletes
     if deletes:
         fields = [f for f in fields if f.name != IS_DELETED_COLUMN]
-        held = set(written) if written is not None and columns is None else {f.name for f in fields}
-        at = max((i + 1 for i, f in enumerate(fields) if f.name in held), default=0)
+        names = [f.name for f in fields]
+        # With columns the marker comes last, after the projection below.
+        at = inc.marker_position(names, table_schema, written) if columns is None else len(fields)
         fields.insert(at, pa.field(IS_DELETED_COLUMN, pa.bool_()))
     schema = pa.schema(fields)
     if columns is None:
@@ -160,18 +160,9 @@ def output_schema(
 def written_columns(
     timeline: Timeline, start: str | _dt.datetime | None, end: str | _dt.datetime | None
 ) -> list[str] | None:
-    """The columns the files of an incremental read of ``(start, end]`` hold: the meta columns
-    and those of the latest schema a data instant up to ``end`` recorded (columns added later
-    are in none of them). None when the range holds no instant: ``read_incremental`` then
-    returns the table's schema with the delete marker last."""
-    by_completion = timeline.config.table_version >= 8
-    lo, hi = inc.normalize_bound(start, "start"), inc.normalize_bound(end, "end")
-    completed = timeline.completed_data_instants()
-    visible = [i for i in completed if hi is None or inc.range_key(i, by_completion) <= hi]
-    if not any(lo is None or inc.range_key(i, by_completion) > lo for i in visible):
-        return None
-    avro = timeline.latest_schema(visible)
-    return [*META_COLUMNS, *_native.avro_to_arrow_schema(avro).names] if avro else None
+    """The columns of the latest schema recorded up to ``end`` when ``(start, end]`` holds an
+    instant (:func:`shoal.read.incremental.written_columns`): where the delete marker goes."""
+    return inc.written_columns(timeline, start, end)
 
 
 def plan_read(
@@ -200,8 +191,9 @@ def plan_read(
     plan = inc.plan_read(
         table.storage, timeline, table_schema, start, end, cols, filters, include_deletes, fallback_full_scan
     )
-    # With nothing to read, read_incremental returns the table's schema, the delete marker last.
-    written = written_columns(timeline, start, end) if plan.changes or plan.deletes else None
+    # The marker's place follows the range alone, as in read_incremental (and the data source's
+    # schema, which is declared without planning).
+    written = written_columns(timeline, start, end) if include_deletes and cols is None else None
     schema = output_schema(table, table_schema, qt, cols, include_deletes, written)
     if include_deletes:
         by_partition: dict[str, tuple[list[inc.ReadSpec], list[inc.DeleteProbeSpec]]] = {}
