@@ -19,24 +19,50 @@ use crate::logformat::datum::schema::Schema as AvroSchema;
 
 /// The Avro writer schema (JSON text) of records with `schema`'s fields, as Spark/Hudi write
 /// it: record `record_name` in `namespace` (Hudi uses `<table>_record` and `hoodie.<table>`).
+/// The record name and each namespace component are sanitized as Hudi sanitizes a table name
+/// (see [`sanitize_name`]), so that a table named `user-events` can be written, as Hudi writes
+/// it; field names are not, since they name the columns.
 pub fn arrow_to_avro_schema(
     schema: &ArrowSchema,
     record_name: &str,
     namespace: &str,
 ) -> Result<String> {
-    check_name(record_name, "record name")?;
-    if !namespace.is_empty() {
-        for part in namespace.split('.') {
+    let record_name = sanitize_name(record_name);
+    check_name(&record_name, "record name")?;
+    let namespace = if namespace.is_empty() {
+        String::new()
+    } else {
+        let parts: Vec<String> = namespace.split('.').map(sanitize_name).collect();
+        for part in &parts {
             check_name(part, "namespace component")?;
         }
-    }
+        parts.join(".")
+    };
     let record = record_json(
         schema.fields().iter().map(|f| f.as_ref()),
-        record_name,
-        namespace,
+        &record_name,
+        &namespace,
         "",
     )?;
     Ok(record.to_string())
+}
+
+/// Hudi's `HoodieAvroUtils.sanitizeName`: a first character no Avro name may start with, then
+/// every other character no Avro name may hold, becomes `__` (one per code point, as Java's
+/// regex matches them). Names that are valid already come back unchanged; an empty name stays
+/// empty (and is refused as invalid).
+pub fn sanitize_name(name: &str) -> String {
+    const MASK: &str = "__";
+    let mut out = String::with_capacity(name.len());
+    for (i, c) in name.chars().enumerate() {
+        let valid = c.is_ascii_alphabetic() || c == '_' || (i > 0 && c.is_ascii_digit());
+        if valid {
+            out.push(c);
+        } else {
+            out.push_str(MASK);
+        }
+    }
+    out
 }
 
 /// The Arrow schema of an Avro record schema given as JSON text. Unions of null and one type are
@@ -71,6 +97,16 @@ fn full_name(namespace: &str, name: &str) -> String {
     }
 }
 
+/// Hudi's meta fields (HUDI_FORMAT §5), which its writers add to a record schema with `"doc":""`.
+const META_FIELDS: [&str; 6] = [
+    "_hoodie_commit_time",
+    "_hoodie_commit_seqno",
+    "_hoodie_record_key",
+    "_hoodie_partition_path",
+    "_hoodie_file_name",
+    "_hoodie_operation",
+];
+
 /// A record type JSON. `path` is the dotted Arrow field path, for error messages.
 fn record_json<'a>(
     fields: impl Iterator<Item = &'a Field>,
@@ -88,7 +124,12 @@ fn record_json<'a>(
             format!("{path}.{}", f.name())
         };
         let t = type_json(f.data_type(), f.name(), &child_namespace, &field_path)?;
-        out.push(json!({"name": f.name(), "type": ["null", t], "default": null}));
+        if path.is_empty() && META_FIELDS.contains(&f.name().as_str()) {
+            // Hudi's `addMetadataFields` documents its meta fields with an empty doc.
+            out.push(json!({"name": f.name(), "type": ["null", t], "doc": "", "default": null}));
+        } else {
+            out.push(json!({"name": f.name(), "type": ["null", t], "default": null}));
+        }
     }
     let mut record = Map::new();
     record.insert("type".into(), "record".into());

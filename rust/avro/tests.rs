@@ -449,3 +449,54 @@ fn avro_to_arrow_tolerates_both_union_orders_and_enums() {
         ])
     );
 }
+
+#[test]
+fn record_names_and_namespaces_are_sanitized_as_hudi_sanitizes_table_names() {
+    use super::schema_convert::sanitize_name;
+    assert_eq!(sanitize_name("trips"), "trips");
+    assert_eq!(sanitize_name("user-events"), "user__events");
+    assert_eq!(sanitize_name("2024trips"), "__024trips");
+    assert_eq!(sanitize_name("_a1"), "_a1");
+    assert_eq!(sanitize_name("ünï 🎉"), "__n______");
+    let s = ArrowSchema::new(vec![nullable("x", DataType::Int32)]);
+    let json: serde_json::Value = serde_json::from_str(
+        &arrow_to_avro_schema(&s, "user-events_record", "hoodie.user-events").unwrap(),
+    )
+    .unwrap();
+    assert_eq!(json["name"], "user__events_record");
+    assert_eq!(json["namespace"], "hoodie.user__events");
+    // Field names name the columns: they are checked, never rewritten.
+    let bad = ArrowSchema::new(vec![nullable("user-id", DataType::Int32)]);
+    assert!(matches!(
+        arrow_to_avro_schema(&bad, "r", "ns"),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        arrow_to_avro_schema(&s, "", "ns"),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn meta_fields_carry_hudis_empty_doc() {
+    // The first fields of a Hudi-written log block's SCHEMA header, byte for byte.
+    let s = ArrowSchema::new(vec![
+        nullable("_hoodie_commit_time", DataType::Utf8),
+        nullable("ts", DataType::Int64),
+        nullable(
+            "st",
+            DataType::Struct(Fields::from(vec![nullable(
+                "_hoodie_record_key",
+                DataType::Utf8,
+            )])),
+        ),
+    ]);
+    let got = arrow_to_avro_schema(&s, "t_record", "hoodie.t").unwrap();
+    assert!(got.starts_with(
+        r#"{"type":"record","name":"t_record","namespace":"hoodie.t","fields":[{"name":"_hoodie_commit_time","type":["null","string"],"doc":"","default":null},{"name":"ts","type":["null","long"],"default":null}"#
+    ), "{got}");
+    // Only the top-level meta fields are Hudi's: a nested field of that name is the user's.
+    assert!(
+        got.contains(r#"{"name":"_hoodie_record_key","type":["null","string"],"default":null}"#)
+    );
+}
