@@ -266,6 +266,10 @@ def _delete_ordering(
 
 def _wrapper_matches(code: int, target: pa.DataType) -> bool:
     kind = _WRAPPER_KIND.get(code)
+    if kind == "int" and pa.types.is_timestamp(target):
+        # Java orders by a timestamp field's Avro long as it is (the raw micros or millis,
+        # unless consistent logical timestamps are on), so its delete blocks carry a Long.
+        return code == _LONG_WRAPPER
     if kind == "int":
         # IntWrapper holds an Integer (an Avro int), LongWrapper a Long.
         wide = pa.types.is_integer(target) and target.bit_width == 64

@@ -62,9 +62,15 @@ def project(table: pa.Table, columns: Sequence[str], schema: pa.Schema | None) -
 def conform(table: pa.Table, schema: pa.Schema | None) -> pa.Table:
     """``table`` (a read's rows) in the table's latest ``schema``: the columns no file read
     holds (a write added them later, or wrote them only in records it deleted) appended as
-    nulls, and numeric columns a later write widened cast to the wider type."""
+    nulls, and numeric columns a later write widened cast to the wider type. Without the
+    schema metadata a base file's footer gave the rows: it describes that one file (its bloom
+    filter, its key range, the Avro schema it was written in), not the table, as hudi-rs and
+    :meth:`shoal.Table.read_batches` return none."""
     if schema is None:
         return table
+    if table.schema.metadata:
+        # pyarrow drops the row count of a table without columns when it replaces its schema.
+        table = table.replace_schema_metadata(None) if table.num_columns else rows_without_columns(len(table))
     target = conformed_schema(table.schema, schema)
     if target.equals(table.schema):
         return table
@@ -82,7 +88,7 @@ def conformed_schema(read: pa.Schema, schema: pa.Schema) -> pa.Schema:
             field = field.with_type(schema.field(field.name).type)
         fields.append(field)
     fields += [f.with_nullable(True) for f in schema if f.name not in read.names]
-    return pa.schema(fields, metadata=read.metadata)
+    return pa.schema(fields)
 
 
 def rows_without_columns(n: int) -> pa.Table:

@@ -291,12 +291,13 @@ def reconcile(incoming: pa.Table, table_schema: pa.Schema | None, fill_missing: 
                 )
             target_fields.append(f)
             continue
-        if src.type != f.type and (src.type, f.type) not in _WIDENINGS:
-            if (f.type, src.type) in _WIDENINGS:
+        # A column of nulls only fits any type: it changes nothing in the table's schema.
+        if src.type != f.type and not _all_null(incoming.column(f.name)):
+            if (src.type, f.type) not in _WIDENINGS and (f.type, src.type) in _WIDENINGS:
                 # The table column is narrower: evolve it to the wider incoming type.
                 target_fields.append(pa.field(f.name, src.type))
                 continue
-            if not _same_shape(src.type, f.type):
+            if not _stores_as(src.type, f.type):
                 raise SchemaMismatchError(
                     f"column {f.name!r} has type {src.type} but the table stores {f.type}"
                 )
@@ -308,7 +309,9 @@ def reconcile(incoming: pa.Table, table_schema: pa.Schema | None, fill_missing: 
     for f in target:
         if f.name in by_name:
             col = incoming.column(f.name)
-            if col.type != f.type:
+            if col.type != f.type and _all_null(col):
+                col = pa.chunked_array([pa.nulls(len(col), f.type)])
+            elif col.type != f.type:
                 try:
                     col = col.cast(f.type)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
@@ -319,16 +322,28 @@ def reconcile(incoming: pa.Table, table_schema: pa.Schema | None, fill_missing: 
     return pa.Table.from_arrays(columns, schema=target)
 
 
-def _same_shape(a: pa.DataType, b: pa.DataType) -> bool:
-    """Nested types whose leaves only differ in field nullability or list item naming."""
-    if pa.types.is_struct(a) and pa.types.is_struct(b):
-        return [f.name for f in a] == [f.name for f in b] and all(
-            _same_shape(x.type, y.type) for x, y in zip(a, b, strict=False)
+def _stores_as(src: pa.DataType, stored: pa.DataType) -> bool:
+    """Whether values of type ``src`` can be written into a column stored as ``stored`` without
+    changing the table's schema: the same type up to field nullability and list item naming,
+    a type ``stored`` widens (``int`` into ``long``, also within structs, lists and maps, as at
+    the top level), or a timestamp in another unit (the cast that follows refuses one that
+    would lose precision, such as micros into a millis column)."""
+    if src == stored or (src, stored) in _WIDENINGS:
+        return True
+    if pa.types.is_struct(src) and pa.types.is_struct(stored):
+        return [f.name for f in src] == [f.name for f in stored] and all(
+            _stores_as(x.type, y.type) for x, y in zip(src, stored, strict=True)
         )
-    if pa.types.is_list(a) and pa.types.is_list(b):
-        return _same_shape(a.value_type, b.value_type)
-    if pa.types.is_map(a) and pa.types.is_map(b):
-        return _same_shape(a.key_type, b.key_type) and _same_shape(a.item_type, b.item_type)
-    if pa.types.is_timestamp(a) and pa.types.is_timestamp(b):
-        return a.unit == b.unit
-    return a == b
+    if pa.types.is_list(src) and pa.types.is_list(stored):
+        return _stores_as(src.value_type, stored.value_type)
+    if pa.types.is_map(src) and pa.types.is_map(stored):
+        return _stores_as(src.key_type, stored.key_type) and _stores_as(src.item_type, stored.item_type)
+    return pa.types.is_timestamp(src) and pa.types.is_timestamp(stored)
+
+
+def _all_null(col: pa.ChunkedArray) -> bool:
+    """Whether every value of ``col`` is null, as in a batch in which an optional column
+    happens to be empty (pandas and pyarrow type it null, which :func:`normalize_types` makes
+    string). An empty column is not: the schema check of an empty batch (a Spark write checks
+    its input's schema on one before any job) must still see a type the table cannot take."""
+    return len(col) > 0 and col.null_count == len(col)
