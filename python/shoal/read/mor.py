@@ -245,16 +245,13 @@ def _delete_ordering(
         if code == 0 or not _wrapper_matches(int(code), target):
             continue
         rows = np.nonzero(type_codes == code)[0]
-        child = union.field(int(code)).take(pa.array(offsets[rows]))
+        raw = union.field(int(code)).take(pa.array(offsets[rows]))
         try:
-            child = child.cast(target)
+            # Arrow casts integers to time32 from int32 only.
+            child = (raw.cast(pa.int32()) if pa.types.is_time32(target) else raw).cast(target)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             continue
-        nonzero = (
-            pc.fill_null(pc.not_equal(child, pa.scalar(0).cast(target)), True)
-            if code == _INT_WRAPPER
-            else None
-        )
+        nonzero = pc.fill_null(pc.not_equal(raw, 0), True) if code == _INT_WRAPPER else None
         mask = np.zeros(n, dtype=bool)
         mask[rows] = True if nonzero is None else nonzero.to_numpy(zero_copy_only=False)
         kinds[mask] = KIND_ORDERED_DELETE
@@ -266,10 +263,13 @@ def _delete_ordering(
 
 def _wrapper_matches(code: int, target: pa.DataType) -> bool:
     kind = _WRAPPER_KIND.get(code)
-    if kind == "int" and pa.types.is_timestamp(target):
-        # Java orders by a timestamp field's Avro long as it is (the raw micros or millis,
-        # unless consistent logical timestamps are on), so its delete blocks carry a Long.
+    if kind == "int" and (pa.types.is_timestamp(target) or pa.types.is_time64(target)):
+        # Java orders by a timestamp or time-micros field's Avro long as it is (the raw micros
+        # or millis; for timestamps unless consistent logical timestamps are on), so its delete
+        # blocks carry a Long; a time-millis field's Avro int, an Integer.
         return code == _LONG_WRAPPER
+    if kind == "int" and pa.types.is_time32(target):
+        return code == _INT_WRAPPER
     if kind == "int":
         # IntWrapper holds an Integer (an Avro int), LongWrapper a Long.
         wide = pa.types.is_integer(target) and target.bit_width == 64

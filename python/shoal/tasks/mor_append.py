@@ -53,6 +53,9 @@ class LogAppendSpec:
     rewrite_if_key_deleted: CowWriteSpec | None = None
     # With ``attempt``, names the write attempt in a new log file's write token.
     stage_id: int = 0
+    # hoodie.datasource.write.keygenerator.consistent.logical.timestamp.enabled: Java then
+    # orders by a timestamp field's instant (TimestampMicrosWrapper) instead of its raw long.
+    consistent_logical_timestamp: bool = False
     # Append to the current log file when it has room. Executors that may run a task twice
     # (Spark retries, speculation) turn this off: each attempt then writes a log file of its
     # own, and the commit keeps the successful attempt's file only.
@@ -147,7 +150,8 @@ def _delete_blocks(deletes: pa.Table, spec: LogAppendSpec, schema: str | None) -
             continue
         ordering = None
         if with_ordering and spec.ordering_field and spec.ordering_field in rows.column_names:
-            ordering = rows.column(spec.ordering_field)
+            values = rows.column(spec.ordering_field)
+            ordering = java_ordering_values(values, spec.consistent_logical_timestamp)
         blocks.append(
             _native.encode_delete_block(
                 rows.column(RECORD_KEY),
@@ -159,6 +163,20 @@ def _delete_blocks(deletes: pa.Table, spec: LogAppendSpec, schema: str | None) -
             )
         )
     return blocks
+
+
+def java_ordering_values(values: pa.ChunkedArray, consistent_logical_timestamp: bool) -> pa.ChunkedArray:
+    """Ordering values as Hudi's Java writer puts them in a delete block: the field's Avro value
+    as the record holds it. A time-millis field's is an Integer, a time-micros field's a Long, and
+    a timestamp field's its raw Long (millis or micros, as the field stores them) unless
+    consistent logical timestamps are on, when Java wraps the instant (TimestampMicrosWrapper).
+    Java and hudi-rs compare a delete's value with the field's only when the classes match."""
+    kind = values.type
+    if pa.types.is_time32(kind):
+        return values.cast(pa.int32())
+    if pa.types.is_time64(kind) or (pa.types.is_timestamp(kind) and not consistent_logical_timestamp):
+        return values.cast(pa.int64())
+    return values
 
 
 def names_a_logged_delete(rewrite: CowWriteSpec, records: pa.Table, storage: Storage | None = None) -> bool:

@@ -55,6 +55,7 @@ from shoal.index.global_index import CheckStored, check_stored_slices, tag_globa
 from shoal.index.locate import ITEMS_PER_WORKER, locate_keys
 from shoal.index.simple import SimpleIndex
 from shoal.keygen import KeyGenerator
+from shoal.keygen.options import CONSISTENT_LOGICAL_TIMESTAMP, get_bool
 from shoal.read.mor import MorSliceSpec
 from shoal.schemas import load_schema
 from shoal.services.archive import run_inline_archive
@@ -818,6 +819,7 @@ class Writer:
             table_name=self.config.table_name,
             ordering_field=self.config.precombine_field,
             table_schema=table_schema,
+            consistent_logical_timestamp=get_bool(self.config.props, CONSISTENT_LOGICAL_TIMESTAMP, False),
             # A task that may run twice, or a writer that others run beside, never appends to
             # a log file in place: each writes a file of its own.
             in_place=not self.executor.retries_tasks and not self.concurrency.optimistic,
