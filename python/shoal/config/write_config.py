@@ -96,6 +96,12 @@ DATABASE_NAME = _opt("hoodie.database.name", None, _text, "Database name (part o
 RECORDKEY_FIELD = _opt("hoodie.datasource.write.recordkey.field", None, _text, "Record key field(s).")
 PARTITIONPATH_FIELD = _opt("hoodie.datasource.write.partitionpath.field", None, _text, "Partition field(s).")
 PRECOMBINE_FIELD = _opt("hoodie.datasource.write.precombine.field", None, _text, "Ordering field.")
+PAYLOAD_ORDERING_FIELD = _opt(
+    "hoodie.payload.ordering.field",
+    None,
+    _text,
+    "The ordering field of Hudi's payload classes: accepted when it names the table's ordering field.",
+)
 KEYGENERATOR_CLASS = _opt("hoodie.datasource.write.keygenerator.class", None, _text, "Key generator class.")
 KEYGENERATOR_TYPE = _opt("hoodie.datasource.write.keygenerator.type", None, _text, "Key generator type.")
 HIVE_STYLE = _opt("hoodie.datasource.write.hive_style_partitioning", "false", _bool, "field=value dirs.")

@@ -105,6 +105,7 @@ from shoal.write.schema import (
     widened_columns,
 )
 from shoal.write.sizing import average_record_size_from_commits, estimate_record_size
+from shoal.write.table_options import check_table_options_agree
 
 
 class Operation(str, enum.Enum):
@@ -183,6 +184,7 @@ class Writer:
     ) -> None:
         # Before any instant: every write path (local, stream, Spark, the data source) starts here.
         config.check_record_writes()
+        check_table_options_agree(config, write_config)
         asked = requested_ordering(write_config.get(RECORD_MERGE_MODE), write_config.get(PAYLOAD_CLASS))
         if asked is not None and asked != config.merge_ordering:
             raise InvalidOptionError(
