@@ -506,12 +506,7 @@ class Zone:
             return pc.add(instants, self.fixed_offset_ms) if self.fixed_offset_ms else instants
         zoned = instants.cast(pa.timestamp("ms", tz=self.region))
         wall = pc.local_timestamp(zoned).cast(pa.int64())
-        late = _late(instants)
-        if late is None:
-            return wall
-        offsets = self._late_offsets(instants.filter(late), from_wall=False)
-        corrected = pc.coalesce(pc.add(instants.filter(late), offsets), wall.filter(late))
-        return pc.replace_with_mask(wall, late, corrected)
+        return self._after_2037(instants, wall, from_wall=False)
 
     def to_instant(self, wall: pa.Array) -> pa.Array:
         """Instants of local wall times; ambiguous times take the earlier offset, as Joda does."""
@@ -523,13 +518,19 @@ class Zone:
             )
         except pa.ArrowInvalid as e:
             raise InvalidRecordKeyError(f"a date string names a local time {self.name} skips: {e}") from e
-        instants = zoned.cast(pa.int64())
-        late = _late(wall)
+        return self._after_2037(wall, zoned.cast(pa.int64()), from_wall=True)
+
+    def _after_2037(self, times: pa.Array, converted: pa.Array, from_wall: bool) -> pa.Array:
+        """``converted`` (the wall times of instants ``times``, or with ``from_wall`` the instants
+        of wall times ``times``, as Arrow converts them) with the values from 2037 on, where
+        Arrow's zone data ends, worked out with :meth:`_late_offsets` instead."""
+        late = _late(times)
         if late is None:
-            return instants
-        offsets = self._late_offsets(wall.filter(late), from_wall=True)
-        corrected = pc.coalesce(pc.subtract(wall.filter(late), offsets), instants.filter(late))
-        return pc.replace_with_mask(instants, late, corrected)
+            return converted
+        at = times.filter(late)
+        offsets = self._late_offsets(at, from_wall)
+        exact = pc.subtract(at, offsets) if from_wall else pc.add(at, offsets)
+        return pc.replace_with_mask(converted, late, pc.coalesce(exact, converted.filter(late)))
 
     def _late_offsets(self, times: pa.Array, from_wall: bool) -> pa.Array:
         """The zone's offsets (ms) at instants, or at wall times (``from_wall``), from 2037 on,
