@@ -11,12 +11,14 @@ TimeMicrosWrapper, not read by hudi-rs at all.
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
 
 import shoal
 from shoal import _native
+from shoal.errors import InvalidArgumentError
 from shoal.keygen.options import CONSISTENT_LOGICAL_TIMESTAMP
 from tests.hudi_oracle import hudi_rs_read
 from tests.table_files import set_table_properties
@@ -96,3 +98,56 @@ def test_time_ordered_deletes_carry_the_raw_value(tmp_path, kind, code):
     # hudi-rs 0.5.0 reads the table (a TimeMicrosWrapper made it fail); it does not order deletes
     # against time fields, so it applies all three.
     assert _ids(hudi_rs_read(t.path)) in ([1, 4], [4])
+
+
+# ---- decimal ordering values a delete block cannot carry -----------------------------------------
+
+DECIMAL = pa.decimal128(38, 10)
+
+
+def _decimal_table(tmp_path, table_type: str) -> shoal.Table:
+    t = shoal.Table.create(
+        str(tmp_path / "d"), name="d", table_type=table_type, record_key="id", ordering_field="ts"
+    )
+    t.upsert(pa.table({"id": [1, 2], "ts": pa.array([Decimal(1), Decimal(1)], DECIMAL)}))
+    return t
+
+
+# 27 integer digits: more than decimal(30,15) holds. And a scale-10 value needing rounding is fine
+# (scale 10 widens to 15); the first fails as Hudi's tryUpcastDecimal fails it.
+TOO_WIDE = pa.table({"id": [1], "ts": pa.array([Decimal("1" * 27)], DECIMAL), "_hoodie_is_deleted": [True]})
+
+
+def test_a_decimal_ordering_value_no_delete_block_holds_fails_before_the_timeline_changes(tmp_path):
+    t = _decimal_table(tmp_path, "MERGE_ON_READ")
+    before = t._timeline().instants
+    with pytest.raises(InvalidArgumentError, match=r"decimal\(30,15\)"):
+        t.upsert(TOO_WIDE)
+    with pytest.raises(InvalidArgumentError, match=r"decimal\(30,15\)"), t.stream_writer() as writer:
+        writer.write(TOO_WIDE)
+    assert t._timeline().instants == before
+    assert _ids(t.read()) == [1, 2]
+    # A value that fits is logged and ordered as usual.
+    t.upsert(pa.table({"id": [1], "ts": pa.array([Decimal(2)], DECIMAL), "_hoodie_is_deleted": [True]}))
+    assert _ids(t.read()) == [2]
+
+
+def test_copy_on_write_writes_no_delete_block_and_takes_such_a_delete(tmp_path):
+    t = _decimal_table(tmp_path, "COPY_ON_WRITE")
+    t.upsert(TOO_WIDE)
+    assert _ids(t.read()) == [2]
+
+
+@pytest.mark.parametrize("index", ["BLOOM", "GLOBAL_BLOOM"])
+def test_spark_writes_refuse_it_before_the_timeline_changes(tmp_path, spark, index):
+    from shoal.spark import write as spark_write
+
+    t = _decimal_table(tmp_path, "MERGE_ON_READ")
+    before = t._timeline().instants
+    with pytest.raises(InvalidArgumentError, match=r"decimal\(30,15\)"):
+        frame = spark.createDataFrame(
+            TOO_WIDE.to_pandas(), "id long, ts decimal(38,10), _hoodie_is_deleted boolean"
+        )
+        spark_write(frame, t.path, "upsert", {"hoodie.index.type": index})
+    assert t._timeline().instants == before
+    assert _ids(t.read()) == [1, 2]

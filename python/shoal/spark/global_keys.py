@@ -41,13 +41,13 @@ from shoal.arrays import contiguous
 from shoal.errors import CorruptDataError
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
-from shoal.spark.keying import KeySpec, chunked, key_columns_of, keyed_table
+from shoal.spark.keying import KeySpec, chunked, key_columns_of, keyed_table, logs_deletes
 from shoal.spark.keys import KeyMap, key_hash
 from shoal.spark.scratch import scratch_dir
 from shoal.tasks.cow_write import OP_COLUMN, OP_HARD_DELETE, OP_UPSERT
 from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import Assignment, BucketAssigner
-from shoal.write.prepare import PARTITION_PATH, RECORD_KEY
+from shoal.write.prepare import PARTITION_PATH, RECORD_KEY, check_logged_delete_orderings
 from shoal.write.writer import Operation, Writer, finish_records
 
 # The input position of a record in the key pass's rows: (Spark partition id << 33) + its row
@@ -101,6 +101,12 @@ def key_task(
     ):
         for chunk in chunked(batches, KEY_CHUNK_ROWS):
             keyed = keyed_table(spec, chunk)
+            if (
+                ordering is not None
+                and spec.operation == Operation.UPSERT
+                and logs_deletes(spec.table_properties)
+            ):
+                check_logged_delete_orderings(keyed, ordering.name)
             keys, partitions, ops = key_columns_of(spec, keyed)
             n = len(keys)
             columns = [

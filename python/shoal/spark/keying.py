@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from shoal.config.table_config import TABLE_TYPE, TableType
 from shoal.keygen import KeyGenerator, key_generator_from_properties
 from shoal.tasks.cow_write import OP_HARD_DELETE, OP_SOFT_DELETE, OP_UPSERT
 from shoal.write.prepare import PARTITION_PATH, RECORD_KEY, add_keys, deleted_mask, validate_keys
@@ -61,6 +62,12 @@ def keyed_table(spec: KeySpec, data: pa.Table) -> pa.Table:
     keyed = add_keys(data, task_keygen(spec.table_properties))
     validate_keys(keyed.column(RECORD_KEY))
     return keyed
+
+
+def logs_deletes(table_properties: dict[str, str]) -> bool:
+    """Whether the table of ``table_properties`` writes soft deletes to log delete blocks (a
+    merge-on-read table), whose ordering values ``check_logged_delete_orderings`` checks."""
+    return table_properties.get(TABLE_TYPE, "").upper() == TableType.MERGE_ON_READ.value
 
 
 def key_columns_of(spec: KeySpec, keyed: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:

@@ -34,12 +34,12 @@ from shoal.index.bloom import BloomIndex
 from shoal.index.bucket import bucket_ids, bucket_of_file
 from shoal.spark.counting import TagContext, task_index
 from shoal.spark.global_keys import GlobalRoutePlan
-from shoal.spark.keying import KeySpec, chunked, task_keygen
+from shoal.spark.keying import KeySpec, chunked, logs_deletes, task_keygen
 from shoal.spark.keys import insert_slots, key_hash, slot_positions
 from shoal.spark.packing import SEQ_COLUMN, PackedWriter, Run
 from shoal.tasks.cow_write import OP_COLUMN, OP_UPSERT
 from shoal.write.assigner import Assignment
-from shoal.write.prepare import PARTITION_PATH, RECORD_KEY
+from shoal.write.prepare import PARTITION_PATH, RECORD_KEY, check_logged_delete_orderings
 from shoal.write.schema import normalize_types, strip_meta_columns
 from shoal.write.writer import Operation, group_rows, key_records
 
@@ -88,7 +88,7 @@ class RecordKeying:
     fill_missing: bool
 
     def key(self, chunk: pa.Table) -> pa.Table:
-        return key_records(
+        keyed = key_records(
             normalize_types(strip_meta_columns(chunk)),
             self.operation,
             task_keygen(self.table_properties),
@@ -96,6 +96,9 @@ class RecordKeying:
             self.table_schema,
             self.fill_missing,
         )
+        if self.operation == Operation.UPSERT and logs_deletes(self.table_properties):
+            check_logged_delete_orderings(keyed, self.ordering_field)
+        return keyed
 
 
 def route_task(

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 
 from shoal import _native
 from shoal.arrays import contiguous
-from shoal.errors import InvalidRecordKeyError, SchemaMismatchError
+from shoal.errors import InvalidArgumentError, InvalidRecordKeyError, SchemaMismatchError
 from shoal.keygen import KeyGenerator
 from shoal.write.schema import IS_DELETED_COLUMN
 
@@ -73,6 +73,41 @@ def deleted_mask(data: pa.Table) -> pa.ChunkedArray | None:
     if not pa.types.is_boolean(col.type):
         raise SchemaMismatchError(f"{IS_DELETED_COLUMN} must be boolean, got {col.type}")
     return pc.fill_null(col, False)
+
+
+# The decimal type of a delete block's ordering values (Hudi's DecimalWrapper).
+_LOGGED_DECIMAL = pa.decimal128(30, 15)
+
+
+def check_logged_delete_orderings(data: pa.Table, ordering_field: str | None) -> None:
+    """For a merge-on-read upsert: raises InvalidArgumentError when a ``_hoodie_is_deleted``
+    row's ordering value is a decimal that a delete block cannot carry. Delete blocks hold
+    decimals as ``decimal(30,15)``, and Hudi's Java writer refuses others too
+    (``tryUpcastDecimal``); checked here, before the timeline changes, instead of in the task
+    that writes the block."""
+    if not ordering_field or ordering_field not in data.column_names:
+        return
+    values = data.column(ordering_field)
+    deleted = deleted_mask(data)
+    if deleted is None or not pa.types.is_decimal(values.type):
+        return
+    logged = values.filter(deleted)
+    try:
+        logged.cast(_LOGGED_DECIMAL)
+    except pa.ArrowInvalid:
+        bad = next(v for v in logged.to_pylist() if not _fits_logged_decimal(v, values.type))
+        raise InvalidArgumentError(
+            f"a _hoodie_is_deleted row's ordering value {ordering_field}={bad} does not fit "
+            "decimal(30,15), the type of a merge-on-read delete block's ordering values"
+        ) from None
+
+
+def _fits_logged_decimal(value: object, kind: pa.DataType) -> bool:
+    try:
+        pa.array([value], kind).cast(_LOGGED_DECIMAL)
+    except pa.ArrowInvalid:
+        return False
+    return True
 
 
 def dedup_by_key(data: pa.Table, ordering_field: str | None, global_keys: bool = False) -> pa.Table:

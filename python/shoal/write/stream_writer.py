@@ -71,7 +71,7 @@ from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import RollingAssigner
 from shoal.write.gather import take_rows
 from shoal.write.input import to_arrow_table
-from shoal.write.prepare import PARTITION_PATH, RECORD_KEY
+from shoal.write.prepare import PARTITION_PATH, RECORD_KEY, check_logged_delete_orderings
 from shoal.write.schema import normalize_types, strip_meta_columns, widened_columns
 from shoal.write.writer import (
     Operation,
@@ -408,6 +408,8 @@ class StreamWriter:
             table_schema,
             writer.wc.get(SCHEMA_ON_WRITE_ADD_COLUMNS),
         )
+        if writer.merge_on_read and self.operation == Operation.UPSERT:
+            check_logged_delete_orderings(keyed, writer.config.precombine_field)
         return finish_records(keyed, self.operation, writer.config.precombine_field, True, self._global)
 
     def _open(self, timeline: Timeline, first: pa.Table) -> _Checkpoint:

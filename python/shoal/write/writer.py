@@ -91,6 +91,7 @@ from shoal.write.prepare import (
     PARTITION_PATH,
     RECORD_KEY,
     add_keys,
+    check_logged_delete_orderings,
     check_ordering_field,
     dedup_by_key,
     deleted_mask,
@@ -279,6 +280,8 @@ class Writer:
             None if operation == Operation.DELETE else self.table_schema(timeline),
             self.wc.get(SCHEMA_ON_WRITE_ADD_COLUMNS),
         )
+        if self.merge_on_read and operation == Operation.UPSERT:
+            check_logged_delete_orderings(keyed, self.config.precombine_field)
         return finish_records(
             keyed, operation, self.config.precombine_field, self.combine(operation), self.wc.global_index
         )
