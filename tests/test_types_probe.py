@@ -468,3 +468,35 @@ def test_reads_carry_no_base_file_footer_as_schema_metadata(tmp_path, table_type
     for what, got in reads.items():
         assert got.schema.field("a").type == pa.int64(), what
         assert got.schema.metadata is None, what
+
+
+@pytest.mark.parametrize("table_type", TABLE_TYPES)
+def test_decimals_with_fewer_digits_are_stored_in_the_tables_decimal(tmp_path, table_type):
+    """A Spark frame of ``decimal(37,10)`` values (as Spark infers them from Python decimals)
+    or any decimal with no more digits on either side of the point is written in the table's
+    ``decimal(38,10)``; the table's schema stays as it was. More digits stay refused."""
+    t = _create(tmp_path, table_type)
+    stored = pa.decimal128(38, 10)
+    t.upsert(pa.table({"id": [1], "ts": [1], "d": pa.array([decimal.Decimal("1.5")], stored)}))
+    schema = t.schema()
+    t.upsert(
+        pa.table(
+            {"id": [2], "ts": [1], "d": pa.array([decimal.Decimal("2" * 27 + ".25")], pa.decimal128(37, 10))}
+        )
+    )
+    t.upsert(
+        pa.table({"id": [3], "ts": [1], "d": pa.array([decimal.Decimal("-3.12345")], pa.decimal128(20, 5))})
+    )
+    assert t.schema() == schema
+    expected = [
+        {"id": 1, "d": decimal.Decimal("1.5000000000")},
+        {"id": 2, "d": decimal.Decimal("2" * 27 + ".2500000000")},
+        {"id": 3, "d": decimal.Decimal("-3.1234500000")},
+    ]
+    assert rows_by(t.read(), ["id", "d"], ["id"]) == expected
+    assert rows_by(hudi_rs_read(t.path), ["id", "d"], ["id"]) == expected
+    _refused(
+        t,
+        pa.table({"id": [4], "ts": [1], "d": pa.array([decimal.Decimal("1.5")], pa.decimal128(38, 12))}),
+        "decimal",
+    )

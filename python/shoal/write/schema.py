@@ -326,8 +326,9 @@ def _stores_as(src: pa.DataType, stored: pa.DataType) -> bool:
     """Whether values of type ``src`` can be written into a column stored as ``stored`` without
     changing the table's schema: the same type up to field nullability and list item naming,
     a type ``stored`` widens (``int`` into ``long``, also within structs, lists and maps, as at
-    the top level), or a timestamp in another unit (the cast that follows refuses one that
-    would lose precision, such as micros into a millis column)."""
+    the top level), a decimal with no more digits before or after the point, or a timestamp in
+    another unit (the cast that follows refuses one that would lose precision, such as micros
+    into a millis column)."""
     if src == stored or (src, stored) in _WIDENINGS:
         return True
     if pa.types.is_struct(src) and pa.types.is_struct(stored):
@@ -338,6 +339,10 @@ def _stores_as(src: pa.DataType, stored: pa.DataType) -> bool:
         return _stores_as(src.value_type, stored.value_type)
     if pa.types.is_map(src) and pa.types.is_map(stored):
         return _stores_as(src.key_type, stored.key_type) and _stores_as(src.item_type, stored.item_type)
+    if pa.types.is_decimal(src) and pa.types.is_decimal(stored):
+        # Fewer digits on both sides of the point (Spark infers decimal(37,10) where a table
+        # has decimal(38,10)): every value is one of the stored type.
+        return src.scale <= stored.scale and src.precision - src.scale <= stored.precision - stored.scale
     return pa.types.is_timestamp(src) and pa.types.is_timestamp(stored)
 
 
