@@ -15,6 +15,11 @@ from shoal.fs.naming import new_file_id
 from shoal.fs.view import FileSlice
 from shoal.index.bucket import bucket_file_id
 
+# Hudi's default ``hoodie.merge.small.file.group.candidates.limit``: on merge-on-read, a batch's
+# inserts pad at most this many of a partition's smallest log-free file slices, since each one
+# padded is a base file rewritten where the rest of the batch only appends logs.
+MOR_SMALL_FILE_CANDIDATES = 1
+
 
 @dataclass
 class Bucket:
@@ -56,10 +61,15 @@ class BucketAssigner:
         return (self.max_file_size - sl.base_file.size) // self.avg_record_size
 
     def small_files(
-        self, slices: Sequence[FileSlice], allow_logs: bool, exclude: frozenset[str] = frozenset()
+        self,
+        slices: Sequence[FileSlice],
+        allow_logs: bool,
+        exclude: frozenset[str] = frozenset(),
+        limit: int | None = None,
     ) -> list[FileSlice]:
-        """Slices whose base file is small; on MOR only slices without log files qualify, since
-        inserts into a slice with logs would need a merge the reader does anyway."""
+        """Slices whose base file is small, smallest first, at most ``limit`` of them; on MOR only
+        slices without log files qualify, since inserts into a slice with logs would need a merge
+        the reader does anyway."""
         if self.small_file_limit <= 0:
             return []
         out = [
@@ -70,7 +80,8 @@ class BucketAssigner:
             and (allow_logs or not s.log_files)
             and s.file_id not in exclude
         ]
-        return sorted(out, key=lambda s: (s.base_file.size if s.base_file else 0, s.file_id))
+        out.sort(key=lambda s: (s.base_file.size if s.base_file else 0, s.file_id))
+        return out if limit is None else out[:limit]
 
     def assign(
         self,
@@ -93,7 +104,10 @@ class BucketAssigner:
             # On MOR a file group updated in this batch takes the updates as a cheap log append;
             # packing inserts into it as well would turn that append into a rewrite.
             exclude = frozenset() if allow_logs else frozenset(updates_by_file)
-            for sl in self.small_files(slices, allow_logs, exclude):
+            # Hudi's SparkUpsertDeltaCommitPartitioner takes only the smallest candidates on MOR
+            # (its bloom and simple indexes cannot find keys in logs); copy-on-write takes all.
+            limit = None if allow_logs else MOR_SMALL_FILE_CANDIDATES
+            for sl in self.small_files(slices, allow_logs, exclude, limit):
                 if remaining <= 0:
                     break
                 take = min(remaining, self.small_file_capacity(sl))
