@@ -216,3 +216,41 @@ def test_invalid_sizing_options_leave_the_table_unchanged(tmp_path, key, value):
             write(_rows(100, 110), options={key: value})
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
     assert rows_by(t.read(), COLUMNS, ["id"]) == rows_by(_rows(0, 10), COLUMNS, ["id"])
+
+
+@pytest.mark.parametrize("limit", [0, 2, 3])
+def test_the_merge_on_read_small_file_candidates_limit_is_an_option(tmp_path, limit):
+    """``hoodie.merge.small.file.group.candidates.limit`` (default 1) caps the small files a
+    merge-on-read insert pads, smallest first; 0 pads none."""
+    t, before = _three_small_files(tmp_path, "MERGE_ON_READ")
+    avg = _hudi_average_record_size(tmp_path, THRESHOLD, SMALL_LIMIT, 1024)
+    by_size = sorted(before, key=lambda fid: before[fid])
+    candidates = by_size[:limit]
+    n = sum((MAX_FILE - before[fid]) // avg for fid in candidates) + MAX_FILE // avg // 2
+    instant = t.insert(
+        _rows(10_000, 10_000 + n), options={"hoodie.merge.small.file.group.candidates.limit": str(limit)}
+    )
+    padded = {fid for fid, versions in _base_files(tmp_path).items() if fid in before and instant in versions}
+    assert padded == set(candidates)
+    expected = _expected_rows([(0, 300), (1000, 1500), (2000, 2700), (10_000, 10_000 + n)])
+    assert rows_by(t.read(), COLUMNS, ["id"]) == expected
+
+
+def test_a_log_file_exactly_at_the_size_limit_takes_the_next_append(tmp_path):
+    """Hudi rolls over once a log file is larger than ``hoodie.logfile.max.size``
+    (``rolloverIfNeeded``: size > threshold), so a file that ends exactly at the limit is
+    appended to."""
+    t = _create(tmp_path, "MERGE_ON_READ")
+    t.insert(_rows(0, 50))
+    t.upsert(_rows(0, 3, ts=2))
+    (log,) = [n for n in os.listdir(tmp_path / "sf") if ".log." in n]
+    size = (tmp_path / "sf" / log).stat().st_size
+    t.upsert(_rows(0, 3, ts=3), options={"hoodie.logfile.max.size": str(size)})
+    assert [n for n in os.listdir(tmp_path / "sf") if ".log." in n] == [log]
+    assert (tmp_path / "sf" / log).stat().st_size > size
+    # One byte over the limit, the next append starts the next version.
+    t.upsert(_rows(0, 3, ts=4), options={"hoodie.logfile.max.size": str(size)})
+    assert len([n for n in os.listdir(tmp_path / "sf") if ".log." in n]) == 2
+    expected = rows_by(pa.concat_tables([_rows(0, 3, ts=4), _rows(3, 50)]), COLUMNS, ["id"])
+    assert rows_by(t.read(), COLUMNS, ["id"]) == expected
+    assert rows_by(hudi_rs_read(str(tmp_path)), COLUMNS, ["id"]) == expected

@@ -143,6 +143,12 @@ PARQUET_SMALL_FILE_LIMIT = _opt(
     _non_negative_int,
     "Base files below this size receive inserts; 0 disables.",
 )
+MERGE_SMALL_FILE_CANDIDATES = _opt(
+    "hoodie.merge.small.file.group.candidates.limit",
+    "1",
+    _non_negative_int,
+    "Merge-on-read: how many of a partition's smallest log-free file slices an insert may pad.",
+)
 PARQUET_BLOCK_SIZE = _opt(
     "hoodie.parquet.block.size", str(120 * 1024 * 1024), _positive_int, "Row group size in bytes."
 )

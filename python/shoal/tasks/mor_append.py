@@ -86,7 +86,8 @@ def run_log_append(spec: LogAppendSpec, records: pa.Table, storage: Storage | No
         spec.in_place
         and spec.current_log_name is not None
         and storage.is_local
-        and spec.current_log_size < spec.max_log_size
+        # Hudi rolls over to a new log file once one is larger than the limit, not at it.
+        and spec.current_log_size <= spec.max_log_size
     )
     if append:
         assert spec.current_log_name is not None

@@ -47,10 +47,18 @@ class Assignment:
 class BucketAssigner:
     """Assigns one partition's inserts and updates to buckets."""
 
-    def __init__(self, max_file_size: int, small_file_limit: int, avg_record_size: int) -> None:
+    def __init__(
+        self,
+        max_file_size: int,
+        small_file_limit: int,
+        avg_record_size: int,
+        mor_small_file_candidates: int = MOR_SMALL_FILE_CANDIDATES,
+    ) -> None:
         self.max_file_size = max_file_size
         self.small_file_limit = small_file_limit
         self.avg_record_size = max(1, avg_record_size)
+        # hoodie.merge.small.file.group.candidates.limit
+        self.mor_small_file_candidates = mor_small_file_candidates
 
     def records_per_new_file(self) -> int:
         return max(1, self.max_file_size // self.avg_record_size)
@@ -106,7 +114,7 @@ class BucketAssigner:
             exclude = frozenset() if allow_logs else frozenset(updates_by_file)
             # Hudi's SparkUpsertDeltaCommitPartitioner takes only the smallest candidates on MOR
             # (its bloom and simple indexes cannot find keys in logs); copy-on-write takes all.
-            limit = None if allow_logs else MOR_SMALL_FILE_CANDIDATES
+            limit = None if allow_logs else self.mor_small_file_candidates
             for sl in self.small_files(slices, allow_logs, exclude, limit):
                 if remaining <= 0:
                     break

@@ -31,6 +31,7 @@ from shoal.config.write_config import (
     INDEX_TYPE,
     KEY_SORTED_BULK_INSERT_MODES,
     LOGFILE_MAX_SIZE,
+    MERGE_SMALL_FILE_CANDIDATES,
     PARQUET_COMPRESSION,
     PARQUET_MAX_FILE_SIZE,
     PARQUET_SMALL_FILE_LIMIT,
@@ -392,6 +393,7 @@ class Writer:
             self.wc.get(PARQUET_MAX_FILE_SIZE),
             self.wc.get(PARQUET_SMALL_FILE_LIMIT),
             self._average_record_size(timeline, sample),
+            self.wc.get(MERGE_SMALL_FILE_CANDIDATES),
         )
 
     def assign(
