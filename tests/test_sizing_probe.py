@@ -17,6 +17,7 @@ import pyarrow as pa
 import pytest
 
 import shoal
+from shoal import _native
 from shoal.errors import InvalidOptionError
 from shoal.fs.naming import parse_base_file_name, parse_log_file_name
 from tests.hudi_oracle import hudi_rs_read, rows_by
@@ -254,3 +255,28 @@ def test_a_log_file_exactly_at_the_size_limit_takes_the_next_append(tmp_path):
     expected = rows_by(pa.concat_tables([_rows(0, 3, ts=4), _rows(3, 50)]), COLUMNS, ["id"])
     assert rows_by(t.read(), COLUMNS, ["id"]) == expected
     assert rows_by(hudi_rs_read(str(tmp_path)), COLUMNS, ["id"]) == expected
+
+
+def test_data_blocks_split_at_the_block_size_limit(tmp_path):
+    """``hoodie.logfile.data.block.max.size`` bounds every data block of an append (a block is
+    split by rows), and every block is read."""
+    limit = 4096
+    t = _create(tmp_path, "MERGE_ON_READ")
+    t.insert(_rows(0, 400))
+    t.upsert(_rows(0, 400, ts=2), options={"hoodie.logfile.data.block.max.size": str(limit)})
+    (log,) = [n for n in os.listdir(tmp_path / "sf") if ".log." in n]
+    blocks = [
+        b for b in _native.read_log_file(str(tmp_path / "sf" / log)) if b.block_type == "AVRO_DATA_BLOCK"
+    ]
+    assert len(blocks) > 1
+    assert all(b.size <= limit for b in blocks), [b.size for b in blocks]
+    assert sum(b.record_count for b in blocks) == 400
+    expected = rows_by(_rows(0, 400, ts=2), COLUMNS, ["id"])
+    assert rows_by(t.read(), COLUMNS, ["id"]) == expected
+    assert rows_by(hudi_rs_read(str(tmp_path)), COLUMNS, ["id"]) == expected
+    # The default limit (256 MiB) keeps one block.
+    t.upsert(_rows(0, 400, ts=3))
+    blocks = [
+        b for b in _native.read_log_file(str(tmp_path / "sf" / log)) if b.block_type == "AVRO_DATA_BLOCK"
+    ]
+    assert blocks[-1].record_count == 400

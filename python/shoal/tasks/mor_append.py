@@ -56,6 +56,8 @@ class LogAppendSpec:
     # hoodie.datasource.write.keygenerator.consistent.logical.timestamp.enabled: Java then
     # orders by a timestamp field's instant (TimestampMicrosWrapper) instead of its raw long.
     consistent_logical_timestamp: bool = False
+    # hoodie.logfile.data.block.max.size: the largest data block, in bytes.
+    max_data_block_size: int = 256 * 1024 * 1024
     # Append to the current log file when it has room. Executors that may run a task twice
     # (Spark retries, speculation) turn this off: each attempt then writes a log file of its
     # own, and the commit keeps the successful attempt's file only.
@@ -77,7 +79,7 @@ def run_log_append(spec: LogAppendSpec, records: pa.Table, storage: Storage | No
         data = with_meta_columns(upserts, spec.instant, spec.task_id, spec.file_id)
         schema = avro_schema_for(data.schema, spec.table_name)
         for batch in data.to_batches(max_chunksize=100_000):
-            blocks.append(_native.encode_avro_data_block(importable(batch), schema, spec.instant))
+            blocks.extend(_data_blocks(batch, schema, spec))
     if deletes.num_rows:
         blocks.extend(_delete_blocks(deletes, spec, schema))
     payload = b"".join(blocks)
@@ -137,6 +139,17 @@ def run_log_append(spec: LogAppendSpec, records: pa.Table, storage: Storage | No
         baseFile=spec.base_file_name,
         logFiles=[name],
     )
+
+
+def _data_blocks(batch: pa.RecordBatch, schema: str, spec: LogAppendSpec) -> list[bytes]:
+    """The AVRO_DATA_BLOCKs of ``batch``, each at most ``spec.max_data_block_size`` bytes unless
+    one record alone is larger: a block over the limit is split in halves by rows, as Hudi's
+    append handle starts a new block once the records it buffered reach the limit."""
+    block = _native.encode_avro_data_block(importable(batch), schema, spec.instant)
+    if len(block) <= spec.max_data_block_size or batch.num_rows == 1:
+        return [block]
+    half = batch.num_rows // 2
+    return _data_blocks(batch.slice(0, half), schema, spec) + _data_blocks(batch.slice(half), schema, spec)
 
 
 def _delete_blocks(deletes: pa.Table, spec: LogAppendSpec, schema: str | None) -> list[bytes]:
