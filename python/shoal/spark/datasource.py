@@ -59,6 +59,7 @@ from shoal.errors import CommitConflictError, InvalidOptionError, UnsupportedErr
 from shoal.fs.partition_metadata import ensure_partition_metadata
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
+from shoal.read import incremental as inc
 from shoal.read.filters import Filter
 from shoal.services.rollback import rollback_instant
 from shoal.spark.filter_values import typed_filters
@@ -77,7 +78,6 @@ from shoal.spark.read import (
     output_schema,
     plan_read,
     spark_schema,
-    written_columns,
 )
 from shoal.spark.splits import SplitPolicy
 from shoal.spark.stream import ShoalStreamReader, read_partition, slice_partitions, split_stream_options
@@ -263,7 +263,7 @@ class ShoalDataSource(DataSource):
             # Where the delete marker goes among the columns, as shoal.spark.read places it
             # (there from the planned tasks; here without planning: a range that holds
             # instants but nothing to read puts it among them, not last).
-            written = written_columns(timeline, opts.start, opts.end)
+            written = inc.written_columns(timeline, opts.start, opts.end)
         arrow = output_schema(
             table, table._schema(timeline), opts.query_type, opts.columns, opts.include_deletes, written
         )

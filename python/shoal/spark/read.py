@@ -42,7 +42,6 @@ from shoal.read.projection import check_columns
 from shoal.read.snapshot import SliceReadSpec, read_columns
 from shoal.spark.splits import SplitPolicy, pack
 from shoal.table import Table, _read_slice
-from shoal.timeline.timeline import Timeline
 from shoal.write.schema import IS_DELETED_COLUMN, META_COLUMNS
 
 QUERY_TYPES = ("snapshot", "read_optimized", "incremental")
@@ -128,7 +127,7 @@ def output_schema(
     key's meta columns too) ahead of ``columns``, and the delete marker after the other columns;
     when the whole schema is read, where ``read_incremental`` puts it
     (:func:`shoal.read.incremental.marker_position`, from the range's ``written`` columns, see
-    :func:`written_columns`)."""
+    :func:`shoal.read.incremental.written_columns`)."""
     fields = list(table_schema or [])
     if not table.config.populate_meta_fields:
         if query_type == "incremental":
@@ -155,14 +154,6 @@ def output_schema(
             names.append(IS_DELETED_COLUMN)
     check_columns(names, schema if table_schema is not None else None)
     return pa.schema([schema.field(c) for c in names if c in schema.names])
-
-
-def written_columns(
-    timeline: Timeline, start: str | _dt.datetime | None, end: str | _dt.datetime | None
-) -> list[str] | None:
-    """The columns of the latest schema recorded up to ``end`` when ``(start, end]`` holds an
-    instant (:func:`shoal.read.incremental.written_columns`): where the delete marker goes."""
-    return inc.written_columns(timeline, start, end)
 
 
 def plan_read(
@@ -193,7 +184,7 @@ def plan_read(
     )
     # The marker's place follows the range alone, as in read_incremental (and the data source's
     # schema, which is declared without planning).
-    written = written_columns(timeline, start, end) if include_deletes and cols is None else None
+    written = inc.written_columns(timeline, start, end) if include_deletes and cols is None else None
     schema = output_schema(table, table_schema, qt, cols, include_deletes, written)
     if include_deletes:
         by_partition: dict[str, tuple[list[inc.ReadSpec], list[inc.DeleteProbeSpec]]] = {}
