@@ -54,11 +54,19 @@ def test_options_restating_the_table_are_accepted(tmp_path):
     assert t.read().select(["id", "ts", "v"]).to_pylist() == [{"id": "a", "ts": 2, "v": 5}]
 
 
-def test_spark_writes_refuse_another_payload_ordering_field(tmp_path, spark):
+@pytest.mark.parametrize("key", [PRECOMBINE, PAYLOAD_ORDERING, "hoodie.table.name"])
+def test_spark_writes_refuse_another_ordering_field_or_name(tmp_path, spark, key):
+    from shoal.spark import register
     from shoal.spark import write as spark_write
 
     t = _table(tmp_path)
     before = t._timeline().instants
-    with pytest.raises(InvalidOptionError, match=PAYLOAD_ORDERING):
-        spark_write(spark.createDataFrame(LATE_BY_TS.to_pandas()), t.path, "upsert", {PAYLOAD_ORDERING: "v"})
+    frame = spark.createDataFrame(LATE_BY_TS.to_pandas())
+    with pytest.raises(InvalidOptionError, match=key):
+        spark_write(frame, t.path, "upsert", {key: "v"})
+    register(spark)
+    with pytest.raises(Exception, match=key):
+        frame.write.format("shoal").mode("append").option(key, "v").option(
+            "hoodie.datasource.write.operation", "insert"
+        ).save(t.path)
     assert t._timeline().instants == before

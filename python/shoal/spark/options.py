@@ -160,11 +160,11 @@ def discard_new_table(storage: Storage) -> bool:
 
 
 def check_table_options(config: TableConfig, table_type: str | None, hoodie: Mapping[str, str]) -> None:
+    # The table name and ordering field are checked by every writer
+    # (shoal.write.table_options), Spark's included.
     current = {
-        wc.TABLE_NAME: [config.table_name],
         wc.RECORDKEY_FIELD: config.record_key_fields,
         wc.PARTITIONPATH_FIELD: [f.split(":", 1)[0] for f in config.partition_fields],
-        wc.PRECOMBINE_FIELD: [config.precombine_field] if config.precombine_field else [],
     }
     for key, fields in current.items():
         given = hoodie.get(key)
