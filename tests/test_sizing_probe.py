@@ -235,6 +235,7 @@ def test_the_merge_on_read_small_file_candidates_limit_is_an_option(tmp_path, li
     assert padded == set(candidates)
     expected = _expected_rows([(0, 300), (1000, 1500), (2000, 2700), (10_000, 10_000 + n)])
     assert rows_by(t.read(), COLUMNS, ["id"]) == expected
+    assert rows_by(hudi_rs_read(str(tmp_path)), COLUMNS, ["id"]) == expected
 
 
 def test_a_log_file_exactly_at_the_size_limit_takes_the_next_append(tmp_path):
