@@ -313,7 +313,7 @@ def test_narrower_nested_input_is_stored_in_the_table_types(tmp_path, table_type
     assert rows_by(hudi_rs_read(t.path), ["id", "s", "l", "m"], ["id"]) == expected
     # Narrowing the stored type, inside a struct or at the top, stays refused.
     wide = pa.table({"id": [4], "ts": [3], "s": pa.array([{"a": 1, "f": 1.0}], st), "l": pa.array([["x"]])})
-    _refused(t, wide, "column 'l' has type list<item: string>")
+    _refused(t, wide, "column 'l.element' has type string but the table stores int64")
 
 
 @pytest.mark.parametrize("table_type", TABLE_TYPES)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from shoal.errors import InvalidArgumentError
-from shoal.write.schema import is_widening
+from shoal.write.schema import reads_as
 
 
 def requested_columns(columns: Sequence[str] | None) -> list[str] | None:
@@ -62,7 +62,8 @@ def project(table: pa.Table, columns: Sequence[str], schema: pa.Schema | None) -
 def conform(table: pa.Table, schema: pa.Schema | None) -> pa.Table:
     """``table`` (a read's rows) in the table's latest ``schema``: the columns no file read
     holds (a write added them later, or wrote them only in records it deleted) appended as
-    nulls, and numeric columns a later write widened cast to the wider type. Without the
+    nulls, and columns a later write evolved (a numeric type widened, a struct given fields)
+    cast to their latest type. Without the
     schema metadata a base file's footer gave the rows: it describes that one file (its bloom
     filter, its key range, the Avro schema it was written in), not the table, as hudi-rs and
     :meth:`shoal.Table.read_batches` return none."""
@@ -84,7 +85,7 @@ def conformed_schema(read: pa.Schema, schema: pa.Schema) -> pa.Schema:
     """The schema :func:`conform` gives rows of the ``read`` schema."""
     fields = []
     for field in read:
-        if field.name in schema.names and is_widening(field.type, schema.field(field.name).type):
+        if field.name in schema.names and reads_as(field.type, schema.field(field.name).type):
             field = field.with_type(schema.field(field.name).type)
         fields.append(field)
     fields += [f.with_nullable(True) for f in schema if f.name not in read.names]

@@ -1,5 +1,5 @@
 """The columns a base file of the table is written in: the table's schema, which a file written
-before a schema change (a column added since, a type widened since) is brought up to when a
+before a schema change (a column or struct field added since, a type widened since) is brought up to when a
 compaction or a copy-on-write merge rewrites its records, as Hudi writes them in the latest
 commit's schema."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from shoal import _native
-from shoal.write.schema import META_COLUMNS, is_widening
+from shoal.write.schema import META_COLUMNS, reads_as
 
 
 def base_file_schema(table_schema: str | None) -> pa.Schema | None:
@@ -25,7 +25,8 @@ def written_schema(rows: pa.Schema, target: pa.Schema | None) -> pa.Schema | Non
     """The schema rows of schema ``rows`` are written in to a base file of schema ``target``;
     None when that is ``rows`` itself (the common case: no schema change since the slice's
     files were written). ``target``'s columns come in its order: a column the rows lack as a
-    nullable one, a column a later write widened (``int`` to ``long``, ...) in the wider type,
+    nullable one, a column a later write evolved (``int`` to ``long``, a struct given fields, ...) in
+    its latest type,
     others as the rows hold them. A column ``target`` does not name (a meta column such as
     ``_hoodie_operation``) stays, after the column it follows in ``rows``."""
     if target is None:
@@ -37,7 +38,7 @@ def written_schema(rows: pa.Schema, target: pa.Schema | None) -> pa.Schema | Non
             continue
         held = rows.field(f.name)
         stored = held.type.value_type if pa.types.is_dictionary(held.type) else held.type
-        fields.append(held.with_type(f.type) if is_widening(stored, f.type) else held)
+        fields.append(held.with_type(f.type) if reads_as(stored, f.type) else held)
     names = [f.name for f in fields]
     for i, f in enumerate(rows):
         if f.name not in target.names:

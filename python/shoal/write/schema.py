@@ -1,8 +1,8 @@
 """Reconciling incoming data with the table schema.
 
-Evolution that every Hudi reader handles is allowed: new nullable columns, and numeric widening
-(int -> long, float -> double). Anything else is a :class:`SchemaMismatchError`, raised before the
-timeline changes.
+Evolution that every Hudi reader handles is allowed: new nullable columns and struct fields, and
+numeric widening (int -> long, float -> double), also within structs, lists and maps. Anything
+else is a :class:`SchemaMismatchError`, raised before the timeline changes.
 """
 
 from __future__ import annotations
@@ -252,9 +252,28 @@ def is_widening(stored: pa.DataType, wider: pa.DataType) -> bool:
     return (stored, wider) in _WIDENINGS
 
 
+def reads_as(held: pa.DataType, latest: pa.DataType) -> bool:
+    """Whether values a file holds as ``held`` read as ``latest``, a type a later write evolved
+    the column to: a widening (``int`` to ``long``, ...), or a struct that gained fields (at any
+    depth, also within lists and maps), whose missing fields read as nulls."""
+    if is_widening(held, latest):
+        return True
+    if pa.types.is_struct(held) and pa.types.is_struct(latest):
+        later = {f.name: f.type for f in latest}
+        return held != latest and all(
+            f.name in later and (f.type == later[f.name] or reads_as(f.type, later[f.name])) for f in held
+        )
+    if pa.types.is_list(held) and pa.types.is_list(latest):
+        return reads_as(held.value_type, latest.value_type)
+    if pa.types.is_map(held) and pa.types.is_map(latest):
+        return held.key_type == latest.key_type and reads_as(held.item_type, latest.item_type)
+    return False
+
+
 def widened_columns(table_schema: pa.Schema | None, data_schema: pa.Schema) -> list[str]:
-    """The columns whose stored type ``data_schema`` widens from ``table_schema``'s (``int`` to
-    ``long``, ``float`` to ``double``, ...)."""
+    """The columns whose stored type a write of (reconciled) ``data_schema`` changes from
+    ``table_schema``'s: widened (``int`` to ``long``, ``float`` to ``double``, ...) or evolved
+    within (a struct gaining fields, also within lists and maps)."""
     if table_schema is None:
         return []
     stored = {f.name: f.type for f in table_schema}
@@ -262,7 +281,7 @@ def widened_columns(table_schema: pa.Schema | None, data_schema: pa.Schema) -> l
         f.name
         for f in data_schema
         if f.name in stored
-        and is_widening(stored[f.name], f.type)
+        and not _stores_as(f.type, stored[f.name])
         and _storable(stored[f.name]) != _storable(f.type)
     ]
 
@@ -293,14 +312,7 @@ def reconcile(incoming: pa.Table, table_schema: pa.Schema | None, fill_missing: 
             continue
         # A column of nulls only fits any type: it changes nothing in the table's schema.
         if src.type != f.type and not _all_null(incoming.column(f.name)):
-            if (src.type, f.type) not in _WIDENINGS and (f.type, src.type) in _WIDENINGS:
-                # The table column is narrower: evolve it to the wider incoming type.
-                target_fields.append(pa.field(f.name, src.type))
-                continue
-            if not _stores_as(src.type, f.type):
-                raise SchemaMismatchError(
-                    f"column {f.name!r} has type {src.type} but the table stores {f.type}"
-                )
+            f = f.with_type(_evolved(f.type, src.type, fill_missing, f.name))
         target_fields.append(f)
     known = {f.name for f in table_schema}
     target_fields.extend(pa.field(f.name, f.type) for f in incoming.schema if f.name not in known)
@@ -320,6 +332,44 @@ def reconcile(incoming: pa.Table, table_schema: pa.Schema | None, fill_missing: 
         else:
             columns.append(pa.nulls(incoming.num_rows, f.type))
     return pa.Table.from_arrays(columns, schema=target)
+
+
+def _evolved(stored: pa.DataType, src: pa.DataType, fill_missing: bool, name: str) -> pa.DataType:
+    """The type of a column (or nested field) ``name`` stored as ``stored`` once a write of
+    ``src`` values has gone in, as Hudi evolves a table's schema: ``stored`` when it takes the
+    values as they are (see :func:`_stores_as`), the wider type when the write widens it, and,
+    within structs (also in lists and maps), the stored fields in their order, evolved the same
+    way, then the write's new fields as nullable ones. A stored field the write lacks is a
+    SchemaMismatchError unless ``fill_missing`` (Hudi's ``reconcile.schema``), which keeps it
+    for nulls. Anything else is a SchemaMismatchError."""
+    if _stores_as(src, stored):
+        return stored
+    if is_widening(stored, src):
+        return src
+    if pa.types.is_struct(stored) and pa.types.is_struct(src):
+        incoming = {f.name: f for f in src}
+        fields = []
+        for f in stored:
+            g = incoming.get(f.name)
+            if g is None:
+                if not fill_missing:
+                    raise SchemaMismatchError(
+                        f"field {name}.{f.name} of the table is missing from the data "
+                        "(set hoodie.datasource.write.reconcile.schema=true to write nulls)"
+                    )
+                fields.append(f)
+            else:
+                fields.append(f.with_type(_evolved(f.type, g.type, fill_missing, f"{name}.{f.name}")))
+        known = {f.name for f in stored}
+        fields += [g.with_nullable(True) for g in src if g.name not in known]
+        return pa.struct(fields)
+    if pa.types.is_list(stored) and pa.types.is_list(src):
+        item = _evolved(stored.value_type, src.value_type, fill_missing, f"{name}.element")
+        return pa.list_(stored.value_field.with_type(item))
+    if pa.types.is_map(stored) and pa.types.is_map(src) and _stores_as(src.key_type, stored.key_type):
+        item = _evolved(stored.item_type, src.item_type, fill_missing, f"{name}.value")
+        return pa.map_(stored.key_field, stored.item_field.with_type(item))
+    raise SchemaMismatchError(f"column {name!r} has type {src} but the table stores {stored}")
 
 
 def _stores_as(src: pa.DataType, stored: pa.DataType) -> bool:
