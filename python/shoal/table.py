@@ -32,6 +32,7 @@ from shoal.read.incremental import read_incremental as read_changes
 from shoal.read.mor import MorSliceSpec, read_mor_slice
 from shoal.read.projection import check_columns, conform, conformed_schema, project, requested_columns
 from shoal.read.pruning import prune_partitions
+from shoal.read.settle import read_settled
 from shoal.read.snapshot import SliceReadSpec, iter_batches, plan_slices, read_base_slice, unify
 from shoal.read.stream import ChangeStream
 from shoal.services.archive import ArchiveJob, ArchiveResult
@@ -535,9 +536,13 @@ class Table:
         if start is not None or end is not None or include_deletes:
             raise InvalidArgumentError("start, end and include_deletes need query_type='incremental'")
         columns = requested_columns(columns)
-        specs, schema = self._plan_read(columns, filters, as_of, query_type)
-        tables = self.executor.map(_read_slice, [(s, self.storage) for s in specs])
-        out = unify(tables, columns)
+
+        def read(timeline: Timeline) -> tuple[pa.Table, pa.Schema | None]:
+            specs, schema = self._plan_read(columns, filters, as_of, query_type, timeline)
+            tables = self.executor.map(_read_slice, [(s, self.storage) for s in specs])
+            return unify(tables, columns), schema
+
+        (out, schema), _ = read_settled(self._timeline(), self._timeline, read)
         if out.num_columns == 0 and out.num_rows == 0 and schema is not None:
             out = schema.empty_table()
         out = conform(out, schema)
@@ -621,7 +626,11 @@ class Table:
         the range once it completes, and a consumer whose checkpoint moved past it would miss
         them. :meth:`stream` waits for such a write instead.
         """
-        return self._read_incremental(self._timeline(), start, end, columns, filters, include_deletes)
+        return read_settled(
+            self._timeline(),
+            self._timeline,
+            lambda timeline: self._read_incremental(timeline, start, end, columns, filters, include_deletes),
+        )[0]
 
     def _read_incremental(
         self,
@@ -681,12 +690,13 @@ class Table:
         filters: Sequence[Filter] | None,
         as_of: str | _dt.datetime | None,
         query_type: str,
+        timeline: Timeline | None = None,
     ) -> tuple[list[Any], pa.Schema | None]:
         qt = query_type.lower().replace("-", "_")
         if qt not in ("snapshot", "read_optimized"):
             raise InvalidArgumentError(f"unknown query type {query_type!r}")
         columns = requested_columns(columns)
-        timeline = self._timeline()
+        timeline = self._timeline() if timeline is None else timeline
         instant = _resolve_as_of(timeline, as_of)
         if instant is not None:
             check_no_pending_write(timeline, None, instant, "time travel")

@@ -29,6 +29,7 @@ import datetime as _dt
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -36,6 +37,7 @@ import pyarrow as pa
 from shoal.errors import InvalidArgumentError
 from shoal.read.filters import Filter
 from shoal.read.incremental import instant_key, normalize_bound, range_key
+from shoal.read.settle import read_settled
 from shoal.timeline.instant import Instant
 from shoal.timeline.timeline import Timeline
 
@@ -120,9 +122,8 @@ class ChangeStream(Iterator[Change]):
             ready = self._ready(timeline)
             for inst in ready:
                 key = range_key(inst, timeline.config.table_version >= 8)
-                data = self._table._read_incremental(
-                    timeline, self._checkpoint, key, self._columns, self._filters, self._include_deletes
-                )
+                # The consumer may take long between changes, while cleans go on.
+                data, timeline = read_settled(timeline, self._table._timeline, partial(self._read, key))
                 self._checkpoint = key
                 yield Change(inst.requested_time, inst.action.value, inst.completion_time, key, data)
             if self._max_polls is not None and polls >= self._max_polls:
@@ -134,6 +135,11 @@ class ChangeStream(Iterator[Change]):
                 if deadline is not None:
                     wait = max(0.0, min(wait, deadline - self._clock()))
                 self._sleep(wait)
+
+    def _read(self, end: str, timeline: Timeline) -> pa.Table:
+        return self._table._read_incremental(
+            timeline, self._checkpoint, end, self._columns, self._filters, self._include_deletes
+        )
 
     def _ready(self, timeline: Timeline) -> list[Instant]:
         return ready_instants(timeline, self._checkpoint)

@@ -1,0 +1,52 @@
+"""Reads of past file slices that a concurrent clean or archival cannot silently empty.
+
+A read of past changes (an incremental range, a time travel) plans against a timeline loaded
+before it lists and opens files. A clean requested after that load deletes slices the plan needs:
+the listing no longer shows them, and the read would return the rows of another slice, or none,
+without an error. A stream is most exposed, as it reads instant after instant from one poll's
+timeline while its consumer works. So the read is checked against the timeline loaded after it:
+when a clean (of any state) or an archival happened meanwhile, it is read again against that
+newer timeline, which knows what was removed (and raises CleanedInstantError, or falls back, as a
+read planned after the clean does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from shoal.timeline.instant import Action
+from shoal.timeline.timeline import Timeline
+
+T = TypeVar("T")
+
+
+def removal_marks(timeline: Timeline) -> tuple[frozenset[str], str | None]:
+    """What ``timeline`` records of files and instants going away: its cleans, pending or
+    completed, and the first instant of its active timeline (archival moves instants, and the
+    cleans it archives, off it)."""
+    cleans = frozenset(i.requested_time for i in timeline.instants if i.action == Action.CLEAN)
+    first = timeline.instants[0].requested_time if timeline.instants else None
+    return cleans, first
+
+
+def read_settled(
+    timeline: Timeline, load: Callable[[], Timeline], read: Callable[[Timeline], T]
+) -> tuple[T, Timeline]:
+    """``read(timeline)``, read again against a newer timeline from ``load`` for as long as
+    a clean or an archival happened during the read (see the module docstring). Returns the
+    result and the timeline it was read against. A file that went missing during the read is
+    an error only when no such change explains it."""
+    while True:
+        try:
+            result = read(timeline)
+        except FileNotFoundError:
+            after = load()
+            if removal_marks(after) == removal_marks(timeline):
+                raise
+            timeline = after
+            continue
+        after = load()
+        if removal_marks(after) == removal_marks(timeline):
+            return result, timeline
+        timeline = after
