@@ -48,6 +48,7 @@ from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
     InputPartition,
     WriterCommitMessage,
 )
@@ -308,6 +309,12 @@ class ShoalDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> ShoalWriter:
         return ShoalWriter(begin_write(self.options, schema, overwrite))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        # Imported here: the sink prepares records as this module's batch writer does.
+        from shoal.spark.stream_sink import ShoalStreamWriter, begin_stream_write
+
+        return ShoalStreamWriter(begin_stream_write(self.options, schema, overwrite))
 
 
 class ShoalReader(DataSourceReader):
