@@ -457,15 +457,17 @@ def run_clean(
 
 
 def run_clean_task(spec: CleanTaskSpec, storage: Storage | None = None) -> tuple[list[str], list[str]]:
-    """Deletes the files of one partition; returns the names deleted and the names not deleted
-    (already gone, or the delete failed)."""
+    """Deletes the files of one partition; returns the names deleted and the names already gone
+    (Hudi reports those as failed deletes). Any other error propagates, as in Hudi's cleaner:
+    the clean stays pending and the next clean runs its plan again, rather than completing
+    with the file left behind for good (a completed clean is never planned again)."""
     storage = storage or Storage(spec.base_uri)
     deleted, failed = [], []
     for path in spec.file_paths:
         try:
             storage.delete(path)
             deleted.append(_name(path))
-        except OSError:  # FileNotFoundError included: Hudi reports a file already gone as failed
+        except FileNotFoundError:
             failed.append(_name(path))
     return deleted, failed
 

@@ -20,6 +20,7 @@ from shoal import _native
 from shoal.config.table_config import TableConfig
 from shoal.errors import CleanedInstantError, CorruptTableError, InvalidArgumentError, UnsupportedError
 from shoal.fs.markers import append_offset, create_marker, delete_markers, list_marked_files
+from shoal.fs.naming import parse_log_file_name
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
 from shoal.read.incremental import predecessor
@@ -97,16 +98,7 @@ def _rollback(storage: Storage, timeline: Timeline, target: Instant, delete_targ
             files_by_partition[partition].append(path)
     plan = {
         "instantToRollback": {"commitTime": target.requested_time, "action": target.action.value},
-        "RollbackRequests": [
-            {
-                "partitionPath": partition,
-                "fileId": None,
-                "latestBaseInstant": None,
-                "filesToBeDeleted": [storage.full_path(p) for p in paths],
-                "logBlocksToBeDeleted": None,
-            }
-            for partition, paths in sorted(files_by_partition.items())
-        ],
+        "RollbackRequests": _rollback_requests(storage, files_by_partition, appended),
         "version": 1,
     }
     if resumed is None:
@@ -165,6 +157,45 @@ def _rollback(storage: Storage, timeline: Timeline, target: Instant, delete_targ
         timeline.delete_instant_files(target.requested_time)
     delete_markers(storage, target.requested_time)
     return rollback_time
+
+
+def _rollback_requests(
+    storage: Storage, files_by_partition: dict[str, list[str]], appended: dict[str, list[tuple[str, int]]]
+) -> list[dict]:
+    """The plan's ``HoodieRollbackRequest``s, as Hudi's marker-based rollback plans them: the files
+    to delete per partition, and one request per log file the instant appended to, naming the
+    file group, its slice and the log file (full path and current size) whose blocks a ROLLBACK
+    command block neutralises. A Java writer that finds the rollback pending runs this plan: an
+    append left out of it would not be neutralised."""
+    requests = [
+        {
+            "partitionPath": partition,
+            "fileId": "",
+            "latestBaseInstant": "",
+            "filesToBeDeleted": [storage.full_path(p) for p in paths],
+            "logBlocksToBeDeleted": {},
+        }
+        for partition, paths in sorted(files_by_partition.items())
+    ]
+    for partition, items in sorted(appended.items()):
+        for path, _ in items:
+            parsed = parse_log_file_name(path.rsplit("/", 1)[-1])
+            if parsed is None:
+                continue
+            try:
+                size = storage.size(path)
+            except FileNotFoundError:
+                continue
+            requests.append(
+                {
+                    "partitionPath": partition,
+                    "fileId": parsed.file_id,
+                    "latestBaseInstant": parsed.instant_time,
+                    "filesToBeDeleted": [],
+                    "logBlocksToBeDeleted": {storage.full_path(path): size},
+                }
+            )
+    return requests
 
 
 def _unpublish(storage: Storage, timeline: Timeline, target: Instant) -> None:
