@@ -1,4 +1,6 @@
-"""Instant-time generation: ``yyyyMMddHHmmssSSS`` in UTC, strictly increasing (HUDI_FORMAT §2.1)."""
+"""Instant-time generation: ``yyyyMMddHHmmssSSS``, strictly increasing (HUDI_FORMAT §2.1), on the
+clock the table's ``hoodie.table.timeline.timezone`` names: UTC, or the machine's local time
+(``LOCAL``, Hudi's default, which a table Hudi wrote without the property runs on)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ import threading
 import time
 
 _lock = threading.Lock()
-_last = ""
+# The latest time this process produced on each clock (UTC, local): a table on one clock must
+# not push the instants of tables on the other.
+_last = {False: "", True: ""}
 
 
 def format_instant(moment: _dt.datetime) -> str:
@@ -23,14 +27,24 @@ def parse_instant(instant: str) -> _dt.datetime:
     return base.replace(microsecond=int(instant[14:17]) * 1000, tzinfo=_dt.timezone.utc)
 
 
-def new_instant_time(after: str | None = None) -> str:
-    """A new instant time greater than ``after`` and than any this process produced before."""
-    global _last
+def new_instant_time(after: str | None = None, local: bool = False) -> str:
+    """A new instant time greater than ``after`` and than any this process produced before on the
+    same clock: the UTC one, or (``local``) the machine's local one. When ``after`` is ahead of
+    that clock by more than a moment (a table written on another zone's clock, or a clock set
+    back), the time right after it, rather than a wait until the clock gets there."""
     with _lock:
-        floor = max(_last, after or "")
+        floor = max(_last[local], after or "")
         while True:
-            candidate = format_instant(_dt.datetime.now(_dt.timezone.utc))
+            now = _dt.datetime.now() if local else _dt.datetime.now(_dt.timezone.utc)
+            candidate = format_instant(now)
             if candidate > floor:
-                _last = candidate
+                _last[local] = candidate
                 return candidate
+            if parse_instant(floor) - now.replace(tzinfo=_dt.timezone.utc) > _WAIT_AT_MOST:
+                # Not kept as this process's latest: other tables on this clock are not ahead.
+                return format_instant(parse_instant(floor) + _dt.timedelta(milliseconds=1))
             time.sleep(0.001)
+
+
+# How far ahead of the clock the latest instant may be for a new one to wait for the clock.
+_WAIT_AT_MOST = _dt.timedelta(seconds=1)

@@ -9,7 +9,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from shoal import _native
-from shoal.config.table_config import TableConfig
+from shoal.config.table_config import TIMELINE_TIMEZONE, TableConfig
 from shoal.errors import CommitConflictError, CorruptTableError, InstantNotFoundError
 from shoal.fs.metadata_table import drop_metadata_table
 from shoal.fs.storage import Storage
@@ -193,8 +193,10 @@ class Timeline:
     # ---- writing (layout 1) --------------------------------------------------------------
 
     def new_instant_time(self) -> str:
-        """A time strictly greater than every instant on the timeline."""
-        return new_instant_time(after=self.last_instant_time())
+        """A time strictly greater than every instant on the timeline, on the table's timeline
+        clock (``hoodie.table.timeline.timezone``; Hudi's default, the local one, when unset)."""
+        zone = (self.config.get(TIMELINE_TIMEZONE) or "LOCAL").upper()
+        return new_instant_time(after=self.last_instant_time(), local=zone == "LOCAL")
 
     def create_requested(self, instant_time: str, action: Action, content: bytes = b"") -> Instant:
         """Publishes ``<t>.<action>.requested``; fails if an instant at ``t`` exists already."""
