@@ -58,8 +58,8 @@ def test_the_format_is_case_insensitive_and_parquet_reads(fixture_table):
 def test_cli_show_of_an_orc_table_fails_clearly(fixture_table, capsys):
     root = _with_format(fixture_table, "ORC")
     assert main(["show", str(root)]) == 2
-    out = capsys.readouterr().out
-    assert "UnsupportedError" in out and "ORC" in out
+    err = capsys.readouterr().err
+    assert "UnsupportedError" in err and "ORC" in err
     assert main(["timeline", str(root)]) == 0
 
 

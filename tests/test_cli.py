@@ -36,7 +36,7 @@ def test_rollback_and_errors(tmp_path, capsys):
     assert main(["rollback", t.path]) == 0
     assert sorted(t.read()["ts"].to_pylist()) == [1, 1]
     assert main(["info", str(tmp_path / "missing")]) == 2
-    assert "TableNotFoundError" in capsys.readouterr().out
+    assert "TableNotFoundError" in capsys.readouterr().err
 
 
 def test_compact(tmp_path, capsys):
@@ -76,7 +76,7 @@ def test_commit_shows_the_files_written_and_the_extra_metadata(tmp_path, capsys)
     out = capsys.readouterr().out
     assert first in out and "_checkpoint" not in out
     assert main(["commit", t.path, "--instant", "20000101000000000"]) == 2
-    assert "InstantNotFoundError" in capsys.readouterr().out
+    assert "InstantNotFoundError" in capsys.readouterr().err
 
 
 def test_option_passes_write_options(tmp_path, capsys):
@@ -99,12 +99,12 @@ def test_option_passes_write_options(tmp_path, capsys):
     beat.touch()
     occ = "hoodie.write.concurrency.mode=OPTIMISTIC_CONCURRENCY_CONTROL"
     assert main(["compact", t.path, "--run", pending, "-o", occ]) == 2
-    assert "running in another process" in capsys.readouterr().out
+    assert "running in another process" in capsys.readouterr().err
     assert Timeline.load(t.storage, t.config).get(pending).state == State.INFLIGHT
     assert main(["compact", t.path, "--run", pending, "--option", "no-equals-sign"]) == 2
-    assert "KEY=VALUE" in capsys.readouterr().out
+    assert "KEY=VALUE" in capsys.readouterr().err
     assert main(["compact", t.path, "--run", pending, "-o", "hoodie.no.such.option=1"]) == 2
-    assert "InvalidOptionError" in capsys.readouterr().out
+    assert "InvalidOptionError" in capsys.readouterr().err
     beat.unlink()  # that runner died: its attempt is rolled back and run again
     assert main(["compact", t.path, "--run", pending, "-o", occ]) == 0
     assert sorted(t.read()["ts"].to_pylist()) == [1, 2]

@@ -47,8 +47,11 @@ def _hoodie(t: shoal.Table) -> list[str]:
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    """The exit code, and what the command printed: stdout on success; stderr on failure, where
+    stdout holds only what the command reported done before it failed."""
     code = main(list(argv))
-    return code, capsys.readouterr().out
+    captured = capsys.readouterr()
+    return code, captured.out if code == 0 else captured.err
 
 
 def _cells(out: str) -> list[list[str]]:
@@ -120,8 +123,11 @@ def test_an_error_is_one_line_however_long(capsys, monkeypatch, fixture_table):
     monkeypatch.setattr(CLI.console, "width", 80)
     root = fixture_table("cow_v8_nonpartitioned")
     before = file_digests(root)
-    code, out = _run(capsys, "clean", str(root))
-    assert code == 2
+    assert main(["clean", str(root)]) == 2
+    captured = capsys.readouterr()
+    # On stderr: a script reading the output of a failed command reads nothing.
+    out = captured.err
+    assert captured.out == ""
     assert len(out.strip().splitlines()) == 1 and len(out.strip()) > 80
     assert out.startswith("UnsupportedError: ") and "version 8" in out
     assert file_digests(root) == before
@@ -320,10 +326,10 @@ def test_compact_reports_the_compaction_it_completed_before_scheduling_failed(tm
     timeline = Timeline.load(t.storage, t.config)
     writer = timeline.new_instant_time()
     timeline.create_requested(writer, Action.DELTA_COMMIT)  # a live writer's instant
-    code, out = _run(capsys, "compact", t.path)
-    assert code == 2
-    assert out.splitlines()[0] == f"compaction {pending} completed"
-    assert out.splitlines()[1].startswith("CommitConflictError")
+    assert main(["compact", t.path]) == 2
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [f"compaction {pending} completed"]
+    assert captured.err.startswith("CommitConflictError")
     assert t.pending_compactions() == []
 
 
@@ -420,4 +426,5 @@ def test_ctrl_c_ends_with_the_sigint_code_and_no_traceback(tmp_path, capsys, mon
         code = main(["show", t.path])
     except KeyboardInterrupt:
         pytest.fail("Ctrl-C escaped as a traceback")
-    assert code == 130 and capsys.readouterr().out.strip() == "interrupted"
+    captured = capsys.readouterr()
+    assert code == 130 and captured.err.strip() == "interrupted" and captured.out == ""

@@ -205,8 +205,8 @@ def test_cli_reports_a_damaged_data_file_without_a_traceback(tmp_path, capsys):
     base.write_bytes(base.read_bytes()[:100])
 
     assert cli_main(["show", t.path]) != 0
-    out = capsys.readouterr().out
-    assert base.name in out or "parquet" in out.lower()
+    err = capsys.readouterr().err
+    assert base.name in err or "parquet" in err.lower()
     base.unlink()
     (Path(t.path) / ".hoodie" / "hoodie.properties").write_bytes(b"\xff\xfe not properties")
     assert cli_main(["info", t.path]) != 0
@@ -220,8 +220,8 @@ def test_cli_checks_its_arguments_before_printing(tmp_path, capsys):
     assert exc.value.code == 2
     capsys.readouterr()
     assert cli_main(["stats", t.path, "--as-of", "yesterday"]) == 2
-    out = capsys.readouterr().out
-    assert "InvalidArgumentError" in out and "records written" not in out
+    captured = capsys.readouterr()
+    assert "InvalidArgumentError" in captured.err and "records written" not in captured.out
 
 
 def test_cli_prints_values_that_look_like_markup_as_they_are(tmp_path, capsys):
@@ -235,8 +235,8 @@ def test_cli_prints_values_that_look_like_markup_as_they_are(tmp_path, capsys):
     assert "[/x]" in out and "[bold]k" in out and "[red]a" in out
     assert cli_main(["savepoint", t.path, "[/x]"]) == 2
     assert cli_main(["delete-partition", t.path, "[red]zz"]) == 2
-    out = capsys.readouterr().out
-    assert "[/x]" in out and "[red]zz" in out
+    err = capsys.readouterr().err
+    assert "[/x]" in err and "[red]zz" in err
 
 
 def test_rolling_back_a_delta_commit_a_pending_compaction_planned_over_keeps_the_plan_runnable(tmp_path):

@@ -121,8 +121,8 @@ def test_cli_refuses_to_change_a_version_8_table(fixture_table, capsys, command)
     files_before = file_digests(root)
     code = main([command[0], str(root), *command[1:]])
     assert code == 2
-    out = capsys.readouterr().out
-    assert "UnsupportedError" in out and "version 8" in out
+    err = capsys.readouterr().err
+    assert "UnsupportedError" in err and "version 8" in err
     assert file_digests(root) == files_before
 
 

@@ -26,6 +26,8 @@ from shoal.timeline.timeline import DATA_ACTIONS, Timeline
 # Without markup: table names, partition paths, instants and row values are printed as they
 # are, never read as rich markup (a value such as "[/x]" would raise, "[red]a" would print "a").
 console = Console(markup=False)
+# Errors go to stderr: a script reading the output of a command that failed reads nothing.
+errors = Console(markup=False, stderr=True)
 
 
 def _grid(title: str | None, columns: Sequence[str], instants: Sequence[str] = ()) -> RichTable:
@@ -678,7 +680,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``shoal`` console script: 0 on success, 2 for a refused command or a
     table shoal cannot use (a typed error), 1 when storage fails or a file cannot be read, 130
-    on Ctrl-C; a bad argument raises argparse's SystemExit(2)."""
+    on Ctrl-C; a bad argument raises argparse's SystemExit(2). Errors are one line on
+    stderr."""
     args = build_parser().parse_args(argv)
     with _page_width():
         try:
@@ -693,7 +696,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:
             # Ctrl-C: what was committed stays committed, an instant left pending is rolled back
             # by the next write; the shell's code for SIGINT, and no traceback.
-            console.print("interrupted", highlight=False)
+            errors.print("interrupted", highlight=False)
             return 130
 
 
@@ -720,7 +723,7 @@ def _error(e: BaseException) -> None:
     """One line, however long the message and however narrow the terminal: a log line a
     script can grep, never a message cut into pieces."""
     message = " ".join(str(e).split())
-    console.print(Text.assemble((type(e).__name__, "red"), f": {message}"), highlight=False, soft_wrap=True)
+    errors.print(Text.assemble((type(e).__name__, "red"), f": {message}"), highlight=False, soft_wrap=True)
 
 
 if __name__ == "__main__":
