@@ -13,6 +13,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from shoal import _native
+from shoal.arrays import contiguous
 from shoal.fs.damage import damaged_parquet
 from shoal.fs.markers import create_marker
 from shoal.fs.naming import base_file_name, write_token
@@ -33,6 +34,7 @@ from shoal.write.base_file import (
     write_spliced_base_file,
 )
 from shoal.write.file_schema import base_file_schema, in_schema, written_schema
+from shoal.write.prepare import java_ordered
 from shoal.write.replaced_file import plain_columns, read_replaced_file
 from shoal.write.schema import META_COLUMNS
 
@@ -82,6 +84,8 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
     path = f"{spec.partition_path}/{name}" if spec.partition_path else name
     rewrite = spec.old_base_path is not None or spec.old_slice is not None
     create_marker(storage, spec.instant, path, "MERGE" if rewrite else "CREATE")
+    if rewrite and not spec.concat:
+        records = last_record_per_key(records)
     ops = records.column(OP_COLUMN) if OP_COLUMN in records.column_names else None
     replaced = None
     num_deletes_hit = 0
@@ -163,6 +167,21 @@ def run_cow_write(spec: CowWriteSpec, records: pa.Table, storage: Storage | None
             "totalCreateTime": 0,
         },
     )
+
+
+def last_record_per_key(records: pa.Table) -> pa.Table:
+    """The last record of each key (in the order ``records`` come), as Hudi's merge handle keeps
+    them: it loads a file group's incoming records into a map by record key, so a later record
+    of a key replaces an earlier one before any of them meets the stored records. Only a write
+    that does not combine its batch (``hoodie.combine.before.upsert=false``) repeats a key; a
+    new file group (Hudi's create handle) and an insert that allows duplicates (its concat
+    handle) write every record."""
+    keys = records.column(RECORD_KEY)
+    if records.num_rows <= 1 or _native.keys_distinct(contiguous(keys)):
+        return records
+    rows = pa.table({"key": keys, "row": pa.array(np.arange(records.num_rows, dtype=np.int64))})
+    last = rows.group_by("key", use_threads=False).aggregate([("row", "max")]).column("row_max")
+    return records.take(pa.array(np.sort(last.to_numpy())))
 
 
 def _write_slice(
@@ -412,7 +431,7 @@ def stale_ordering(incoming: pa.Array | pa.ChunkedArray, stored: pa.Array | pa.C
     incoming value never beats a stored non-null one; a null stored value always loses."""
     if stored.type != incoming.type:
         stored = stored.cast(incoming.type)
-    stale = pc.fill_null(pc.greater(stored, incoming), False)
+    stale = pc.fill_null(pc.greater(java_ordered(stored), java_ordered(incoming)), False)
     return pc.or_(stale, pc.and_(pc.is_null(incoming), pc.is_valid(stored)))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -110,6 +111,27 @@ def _fits_logged_decimal(value: object, kind: pa.DataType) -> bool:
     return True
 
 
+# Java's Double.compareTo orders by doubleToLongBits with every NaN made the canonical one.
+_CANONICAL_NAN_BITS = 0x7FF8000000000000
+
+
+def java_ordered(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Ordering values in a form whose Arrow comparisons and sorts order them as Java's
+    ``compareTo`` does, which Hudi's payloads compare them with: floating point values become
+    int64 keys of ``Double.compareTo``'s total order (``-0.0`` below ``0.0``, NaN above
+    everything), where Arrow takes ``-0.0`` equal to ``0.0`` and NaN neither greater nor less.
+    Other types are returned as they are."""
+    if not pa.types.is_floating(values.type):
+        return values
+    array = contiguous(values).cast(pa.float64())
+    doubles = array.to_numpy(zero_copy_only=False)
+    bits = doubles.view(np.int64)
+    # Negative values: flipping every bit but the sign reverses their order, below the positives.
+    keys = np.where(bits < 0, bits ^ np.int64(0x7FFFFFFFFFFFFFFF), bits)
+    keys = np.where(np.isnan(doubles), np.int64(_CANONICAL_NAN_BITS), keys)
+    return pa.array(keys, pa.int64(), mask=array.is_null().to_numpy(zero_copy_only=False))
+
+
 def dedup_by_key(data: pa.Table, ordering_field: str | None, global_keys: bool = False) -> pa.Table:
     """Keeps one record per (partition path, record key), or per record key when
     ``global_keys``: the greatest ordering value, ties to the record that came later in the
@@ -126,8 +148,10 @@ def dedup_by_key(data: pa.Table, ordering_field: str | None, global_keys: bool =
     sort_keys = [("__group", "ascending")]
     if ordering_field:
         # Nulls rank lowest: sort on validity first, so placement of nulls never matters.
-        work = work.append_column("__valid", pc.is_valid(work.column(ordering_field)))
-        sort_keys += [("__valid", "ascending"), (ordering_field, "ascending")]
+        ordering = work.column(ordering_field)
+        work = work.append_column("__valid", pc.is_valid(ordering))
+        work = work.append_column("__ordering", java_ordered(ordering))
+        sort_keys += [("__valid", "ascending"), ("__ordering", "ascending")]
     # Arrow's sort is stable, so within equal ordering values the later input row ends up last.
     indices = pc.sort_indices(work, sort_keys=sort_keys)
     ordered = work.take(indices)
@@ -135,7 +159,7 @@ def dedup_by_key(data: pa.Table, ordering_field: str | None, global_keys: bool =
     n = len(g)
     is_last = pc.not_equal(g.slice(0, n - 1), g.slice(1))
     mask = pa.concat_arrays([is_last, pa.array([True])])
-    helpers = [c for c in ("__group", "__valid") if c in ordered.column_names]
+    helpers = [c for c in ("__group", "__valid", "__ordering") if c in ordered.column_names]
     return ordered.filter(mask).drop_columns(helpers)
 
 

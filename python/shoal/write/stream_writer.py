@@ -71,7 +71,7 @@ from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import RollingAssigner
 from shoal.write.gather import take_rows
 from shoal.write.input import to_arrow_table
-from shoal.write.prepare import PARTITION_PATH, RECORD_KEY, check_logged_delete_orderings
+from shoal.write.prepare import PARTITION_PATH, RECORD_KEY, check_logged_delete_orderings, java_ordered
 from shoal.write.schema import normalize_types, strip_meta_columns, widened_columns
 from shoal.write.writer import (
     Operation,
@@ -859,7 +859,7 @@ def _incoming_wins(incoming: pa.ChunkedArray | pa.Array, before: pa.ChunkedArray
         before = before.cast(incoming.type)
     in_valid = pc.is_valid(incoming)
     before_valid = pc.is_valid(before)
-    not_less = pc.fill_null(pc.greater_equal(incoming, before), False)
+    not_less = pc.fill_null(pc.greater_equal(java_ordered(incoming), java_ordered(before)), False)
     wins = pc.or_(
         pc.and_(in_valid, pc.or_(pc.invert(before_valid), not_less)),
         pc.and_(pc.invert(in_valid), pc.invert(before_valid)),

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from shoal import _native
 from shoal.arrays import contiguous
+from shoal.config import table_config as tc
 from shoal.config.table_config import MergeOrdering, TableConfig, TableType, requested_ordering
 from shoal.config.write_config import (
     ALLOW_DUPLICATE_ON_INSERTS,
@@ -187,6 +188,7 @@ class Writer:
     ) -> None:
         # Before any instant: every write path (local, stream, Spark, the data source) starts here.
         config.check_record_writes()
+        check_payload_class(config)
         check_table_options_agree(config, write_config)
         asked = requested_ordering(write_config.get(RECORD_MERGE_MODE), write_config.get(PAYLOAD_CLASS))
         if asked is not None and asked != config.merge_ordering:
@@ -879,6 +881,21 @@ def key_records(
     return keyed.append_column(OP_COLUMN, ops)
 
 
+def check_payload_class(config: TableConfig) -> None:
+    """Raises UnsupportedError when the table records a payload class whose merge shoal does not
+    implement (``hoodie.compaction.payload.class``: a Debezium, AWS DMS or partial-update
+    payload, say). Such a payload decides which version of a record wins, and which records are
+    deletes, by rules of its own: merging by event or commit time instead would give other
+    rows than Hudi's writers give."""
+    payload = config.props.get(tc.PAYLOAD_CLASS, "").strip()
+    if payload and tc.payload_class_name(payload) not in tc.PAYLOAD_ORDERING:
+        known = ", ".join(sorted(c.rsplit(".", 1)[1] for c in tc.PAYLOAD_ORDERING))
+        raise UnsupportedError(
+            f"cannot write: this table merges records with the payload class {payload} "
+            f"({tc.PAYLOAD_CLASS}), whose rules shoal does not implement; shoal merges with {known}"
+        )
+
+
 def finish_records(
     records: pa.Table, operation: Operation, ordering: str | None, combine: bool, global_keys: bool = False
 ) -> pa.Table:
@@ -992,6 +1009,10 @@ def run_write_task(
             return run_log_append(spec, records, storage)
         # The rewrite is this attempt's too: its file carries the attempt's write token.
         spec = dataclasses.replace(rewrite, stage_id=spec.stage_id, attempt=spec.attempt)
+        # It stands for the log append, whose records of a key (a batch that was not combined
+        # may repeat one) Hudi's readers collapse by the precombine rule, not to the last one
+        # as a merge of the records into the base file would.
+        records = dedup_by_key(records, rewrite.ordering_field if rewrite.event_time_ordering else None)
     return run_cow_write(spec, records, storage)
 
 
