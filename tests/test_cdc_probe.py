@@ -135,12 +135,14 @@ def _float_rows(table: pa.Table) -> list[tuple]:
     return sorted((r["id"], r["v"]) for r in table.to_pylist())
 
 
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 @pytest.mark.parametrize("kind", [pa.float64(), pa.float32()])
-def test_copy_on_write_orders_floats_as_java(tmp_path, kind):
+def test_floats_are_ordered_as_java_orders_them(tmp_path, kind, table_type):
     """Stored against incoming (``DefaultHoodieRecordPayload``: the stored record stays when its
     value compares greater), and within a batch (``preCombine``: the earlier record stays when
-    its value compares greater, ties go to the later one)."""
-    t = _table(tmp_path, "COPY_ON_WRITE")
+    its value compares greater, ties go to the later one). On merge-on-read the updates are
+    logged, and the snapshot's merge and the compaction must order them the same way."""
+    t = _table(tmp_path, table_type)
     stored = [("zero", 0.0), ("negzero", -0.0), ("nan", NAN), ("five", 5.0), ("inf", float("inf"))]
     t.upsert(_batch([(k, ts, 1, False) for k, ts in stored], kind))
     t.upsert(
@@ -163,6 +165,11 @@ def test_copy_on_write_orders_floats_as_java(tmp_path, kind):
     expected = [("five", 2), ("nan", 1), ("negzero", 2), ("new", 1), ("new2", 1), ("zero", 1)]
     assert _float_rows(t.read(columns=["id", "v"])) == expected
     assert _float_rows(hudi_rs_read(t.path).select(["id", "v"])) == expected
+    if table_type == "MERGE_ON_READ":
+        assert any(s.log_files for s in t.file_slices()), "the updates were not logged"
+        t.compact()
+        assert _float_rows(t.read(columns=["id", "v"])) == expected
+        assert _float_rows(hudi_rs_read(t.path).select(["id", "v"])) == expected
 
 
 def test_a_streaming_checkpoint_orders_floats_as_java(tmp_path):

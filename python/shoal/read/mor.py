@@ -21,6 +21,7 @@ from shoal.errors import SchemaMismatchError
 from shoal.fs.storage import Storage
 from shoal.read.filters import Filter, apply_filters
 from shoal.read.snapshot import read_base_file
+from shoal.write.prepare import java_ordered
 from shoal.write.schema import IS_DELETED_COLUMN
 
 RECORD_KEY = "_hoodie_record_key"
@@ -358,8 +359,9 @@ def _ranks(
         else:
             pieces.append(ordering.cast(target) if ordering.type != target else ordering)
     allv = pa.concat_arrays(pieces)
-    # Dense ranks start at 1; nulls (ranked last by default) become 0, the lowest.
-    ranks = pc.rank(allv, sort_keys="ascending", tiebreaker="dense")
+    # Dense ranks start at 1; nulls (ranked last by default) become 0, the lowest. Floats rank
+    # in Java's Double.compareTo order (-0.0 below 0.0), as Hudi's payloads compare them.
+    ranks = pc.rank(java_ordered(allv), sort_keys="ascending", tiebreaker="dense")
     ranks = pc.if_else(pc.is_null(allv), pa.scalar(0, pa.uint64()), ranks.cast(pa.uint64()))
     return ranks.slice(0, n_base), ranks.slice(n_base)
 
