@@ -244,3 +244,20 @@ def test_a_table_merging_with_a_payload_shoal_does_not_implement_is_not_written(
             spark_write(spark.createDataFrame(update.to_pandas()), t.path, "upsert")
     assert t._timeline().instants == before
     assert _both(t) == _rows(("a", 5, 1))
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_a_soft_delete_without_an_ordering_value_applies_on_both_table_types(tmp_path, table_type):
+    """A merge-on-read log holds such a delete with Java's natural-order value (0), which every
+    reader applies whatever the stored record's ordering value; copy-on-write used to keep the
+    stored record, so the two table types held different rows after the same writes. An
+    upsert without an ordering value still loses to the stored record on both."""
+    t = _table(tmp_path, table_type)
+    t.upsert(_batch([("gone", 5, 1, False), ("kept", 5, 1, False)]))
+    t.upsert(_batch([("gone", None, 2, True), ("kept", None, 2, False)]))
+    expected = [{"id": "kept", "ts": 5, "v": 1}]
+    assert rows_by(t.read(columns=["id", "ts", "v"]), ["id", "ts", "v"], ["id"]) == expected
+    assert rows_by(hudi_rs_read(t.path), ["id", "ts", "v"], ["id"]) == expected
+    if table_type == "MERGE_ON_READ":
+        t.compact()
+        assert rows_by(t.read(columns=["id", "ts", "v"]), ["id", "ts", "v"], ["id"]) == expected

@@ -1,6 +1,7 @@
 """Event-time ordering in a copy-on-write merge (tasks/cow_write.py): an incoming record or soft
 delete loses to the stored record of its key when its ordering value is lower (a null one never
-wins against a stored value); hard deletes always apply. Checked against a row-by-row model:
+wins against a stored value); hard deletes, and soft deletes without an ordering value, always
+apply. Checked against a row-by-row model:
 ``_drop_stale`` for files holding each key once, ``_merge_copies`` for files holding a key
 several times, where each stored copy is merged on its own (Hudi's merge handle)."""
 
@@ -30,6 +31,8 @@ OPS = [OP_UPSERT, OP_UPSERT, OP_SOFT_DELETE, OP_HARD_DELETE]
 def _loses(record: dict, stored_ts: int | None) -> bool:
     if record[OP_COLUMN] == OP_HARD_DELETE:
         return False
+    if record[OP_COLUMN] == OP_SOFT_DELETE and record["ts"] is None:
+        return False  # an unordered delete applies, as a merge-on-read log's does
     if record["ts"] is None:
         return stored_ts is not None
     return stored_ts is not None and stored_ts > record["ts"]

@@ -435,9 +435,19 @@ def stale_ordering(incoming: pa.Array | pa.ChunkedArray, stored: pa.Array | pa.C
     return pc.or_(stale, pc.and_(pc.is_null(incoming), pc.is_valid(stored)))
 
 
+def _always_applies(ops: pa.ChunkedArray, ordering: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Incoming records that no stored ordering value beats: hard deletes, and soft deletes
+    without an ordering value. A merge-on-read log holds the latter as Java's natural-order
+    delete (ordering value ``0``), which every reader applies; a copy-on-write merge applies
+    it too, so the two table types keep the same rows."""
+    hard = pc.equal(ops, OP_HARD_DELETE)
+    return pc.or_(hard, pc.and_(pc.equal(ops, OP_SOFT_DELETE), pc.is_null(ordering)))
+
+
 def _drop_stale(records: pa.Table, old: pa.Table, ordering_field: str) -> pa.Table:
     """Event-time ordering: incoming upserts and soft deletes whose ordering value is lower than
-    the stored record's lose and are dropped; hard deletes always apply. ``old`` holds the
+    the stored record's lose and are dropped; hard deletes, and soft deletes without an ordering
+    value, always apply. ``old`` holds the
     stored records whose keys come in, each key once (_merge_copies handles a key stored
     twice): each record looks its stored row up by position."""
     if ordering_field not in old.column_names or ordering_field not in records.column_names:
@@ -446,7 +456,9 @@ def _drop_stale(records: pa.Table, old: pa.Table, ordering_field: str) -> pa.Tab
     old_ord = old.column(ordering_field).take(position)
     stale = pc.and_(pc.is_valid(position), stale_ordering(records.column(ordering_field), old_ord))
     if OP_COLUMN in records.column_names:
-        stale = pc.and_(stale, pc.not_equal(records.column(OP_COLUMN), OP_HARD_DELETE))
+        stale = pc.and_(
+            stale, pc.invert(_always_applies(records.column(OP_COLUMN), records.column(ordering_field)))
+        )
     if not pc.any(stale).as_py():
         return records
     return records.filter(pc.invert(stale))
@@ -491,8 +503,8 @@ def _merge_copies(
             records.column(ordering).take(picked), old.column(ordering).take(pa.array(hit_rows))
         )
         if OP_COLUMN in records.column_names:
-            hard = pc.equal(records.column(OP_COLUMN).take(picked), OP_HARD_DELETE)
-            stale = pc.and_(stale, pc.invert(hard))
+            applies = _always_applies(records.column(OP_COLUMN), records.column(ordering)).take(picked)
+            stale = pc.and_(stale, pc.invert(applies))
         wins = ~as_bools(stale)
     n = records.num_rows
     per_record = np.bincount(record_of[wins], minlength=n)
