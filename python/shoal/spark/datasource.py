@@ -56,12 +56,13 @@ from pyspark.sql.types import StructType
 
 from shoal.config import write_config as wc
 from shoal.config.table_config import TableConfig
-from shoal.errors import CommitConflictError, InvalidOptionError, UnsupportedError
+from shoal.errors import CommitConflictError, InvalidArgumentError, InvalidOptionError, UnsupportedError
 from shoal.fs.partition_metadata import ensure_partition_metadata
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
 from shoal.read import incremental as inc
-from shoal.read.filters import Filter
+from shoal.read.filters import Filter, check_filters
+from shoal.read.incremental import check_no_pending_write
 from shoal.services.rollback import rollback_instant
 from shoal.spark.filter_values import typed_filters
 from shoal.spark.options import (
@@ -82,7 +83,7 @@ from shoal.spark.read import (
 )
 from shoal.spark.splits import SplitPolicy
 from shoal.spark.stream import ShoalStreamReader, read_partition, slice_partitions, split_stream_options
-from shoal.table import Table
+from shoal.table import Table, _resolve_as_of
 from shoal.timeline.commit_metadata import WriteStat
 from shoal.timeline.heartbeat import Heartbeat, heartbeat_path
 from shoal.timeline.heartbeat_keeper import ancestor_named, start_keeper
@@ -158,8 +159,14 @@ class ReadOptions:
 
 
 def read_options(options: Mapping[str, str]) -> ReadOptions:
-    """Parses the options of ``spark.read.format("shoal")`` (keys are case-insensitive)."""
+    """Parses the options of ``spark.read.format("shoal")`` (keys are case-insensitive).
+
+    Raises InvalidOptionError (naming the option as given) for an instant time in no format
+    Hudi's time travel takes and an option of another query type; these are settled here, when
+    ``load()`` declares the schema, before any Spark job. A begin instant after the end one reads
+    nothing, as in Hudi and :meth:`shoal.Table.read_incremental`."""
     values: dict[str, str] = {}
+    given: dict[str, str] = {}
     for key, value in options.items():
         low = key.lower()
         if low == "path":
@@ -171,7 +178,11 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
         if name in values and values[name] != value:
             raise InvalidOptionError(f"option {key!r} conflicts with another spelling of {name!r}")
         values[name] = value
+        given[name] = key
     path = _path(options)
+    for name in _INSTANTS:
+        if name in values:
+            _check_instant_option(given[name], values[name])
     qt = normalize_query_type(values.get("query_type", "snapshot"))
     columns = None
     if "columns" in values:
@@ -188,7 +199,34 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
         _parse_bool(FALLBACK_FULL_SCAN, values.get("fallback_full_scan", "false")),
     )
     check_arguments(qt, opts.as_of, opts.start, opts.end, opts.include_deletes)
+    if opts.fallback_full_scan and qt != "incremental" and "query_type" in values:
+        # Without a query type the options may be a stream's, which reads incremental changes
+        # and takes the fallback: a batch read refuses it in ShoalDataSource.reader.
+        raise _fallback_refused(given["fallback_full_scan"], qt)
     return opts
+
+
+def _fallback_refused(key: str, query_type: str) -> InvalidOptionError:
+    return InvalidOptionError(
+        f"option {key!r} is for incremental reads, not a {query_type} read: "
+        f"set {QUERY_TYPE}=incremental, or leave the option out"
+    )
+
+
+# The read options that hold instant times.
+_INSTANTS = ("as_of", "start", "end")
+
+
+def _check_instant_option(key: str, value: str) -> None:
+    """Raises InvalidOptionError naming the option when ``value`` is no instant time the read
+    takes."""
+    try:
+        inc.normalize_bound(value, key)
+    except InvalidArgumentError:
+        raise InvalidOptionError(
+            f"option {key!r} must be an instant time (yyyyMMddHHmmssSSS, yyyyMMddHHmmss, "
+            f"'yyyy-MM-dd HH:mm:ss[.SSS]' or 'yyyy-MM-dd'), got {value!r}"
+        ) from None
 
 
 def _with_typed_filters(opts: ReadOptions) -> ReadOptions:
@@ -265,13 +303,26 @@ class ShoalDataSource(DataSource):
             # (there from the planned tasks; here without planning: a range that holds
             # instants but nothing to read puts it among them, not last).
             written = inc.written_columns(timeline, opts.start, opts.end)
+        table_schema = table._schema(timeline)
         arrow = output_schema(
-            table, table._schema(timeline), opts.query_type, opts.columns, opts.include_deletes, written
+            table, table_schema, opts.query_type, opts.columns, opts.include_deletes, written
         )
+        # What the timeline and the schema settle fails here, at load(), as the local read fails
+        # when it is called: time travel before the first commit or past a pending write, and
+        # filters the columns cannot take. The read checks them again when it is planned.
+        if opts.as_of is not None:
+            instant = _resolve_as_of(timeline, opts.as_of)
+            if instant is not None:
+                check_no_pending_write(timeline, None, instant, "time travel")
+        check_filters(typed_filters(opts.filters, table_schema), table_schema)
         return spark_schema(arrow)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return ShoalReader(_with_typed_filters(read_options(self.options)), schema, self.split_policy)
+        opts = read_options(self.options)
+        if opts.fallback_full_scan and opts.query_type != "incremental":
+            key = next(k for k in self.options if k.lower() == FALLBACK_FULL_SCAN)
+            raise _fallback_refused(key, opts.query_type)
+        return ShoalReader(_with_typed_filters(opts), schema, self.split_policy)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         stream, rest = split_stream_options(self.options)

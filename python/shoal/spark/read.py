@@ -98,6 +98,7 @@ def check_arguments(
     start: str | _dt.datetime | None,
     end: str | _dt.datetime | None,
     include_deletes: bool,
+    fallback_full_scan: bool = False,
 ) -> None:
     """Rejects arguments that do not belong to the query type."""
     if query_type == "incremental":
@@ -108,6 +109,11 @@ def check_arguments(
     elif start is not None or end is not None or include_deletes:
         raise InvalidArgumentError(
             f"start, end and include_deletes need query_type='incremental', not {query_type!r}"
+        )
+    elif fallback_full_scan:
+        raise InvalidArgumentError(
+            "fallback_full_scan (hoodie.datasource.read.incr.fallback.fulltablescan.enable) needs "
+            f"query_type='incremental', not {query_type!r}"
         )
 
 
@@ -169,7 +175,7 @@ def plan_read(
 ) -> ReadJob:
     """Plans a read of the table at ``path`` into Spark tasks (arguments as :func:`read`)."""
     qt = normalize_query_type(query_type)
-    check_arguments(qt, as_of, start, end, include_deletes)
+    check_arguments(qt, as_of, start, end, include_deletes, fallback_full_scan)
     cols = tuple(columns) if columns is not None else None
     table = Table(path)
     if qt != "incremental":
