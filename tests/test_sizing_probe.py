@@ -281,3 +281,28 @@ def test_data_blocks_split_at_the_block_size_limit(tmp_path):
         b for b in _native.read_log_file(str(tmp_path / "sf" / log)) if b.block_type == "AVRO_DATA_BLOCK"
     ]
     assert blocks[-1].record_count == 400
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_insert_split_size_sizes_new_file_groups_when_auto_split_is_off(tmp_path, table_type):
+    """Hudi's UpsertPartitioner: with ``hoodie.copyonwrite.insert.auto.split=false`` an upsert's
+    or insert's new file groups take ``hoodie.copyonwrite.insert.split.size`` records each, so
+    n records need ceil(n / split) of them; with auto split, the maximum file size over the
+    record size decides. A bulk insert is sized by file size either way."""
+    split = {"hoodie.copyonwrite.insert.auto.split": "false", "hoodie.copyonwrite.insert.split.size": "70"}
+    # No small file to pad: every insert goes to new file groups.
+    t = _create(tmp_path, table_type, {"hoodie.parquet.small.file.limit": "0"})
+    first = t.upsert(_rows(0, 250), options=split)
+    second = t.insert(_rows(1000, 1140), options=split)
+    auto = t.upsert(_rows(2000, 2100))
+    # Records per file group, by the instant that created it (the file name carries both).
+    counts: dict[str, list[int]] = {}
+    names = t.read(columns=["_hoodie_file_name"]).column("_hoodie_file_name").to_pylist()
+    for name in sorted(set(names)):
+        counts.setdefault(parse_base_file_name(name).instant_time, []).append(names.count(name))
+    assert sorted(counts[first]) == [250 - 3 * 70, 70, 70, 70]  # ceil(250 / 70) = 4 groups
+    assert sorted(counts[second]) == [70, 70]
+    assert counts[auto] == [100]
+    expected = _expected_rows([(0, 250), (1000, 1140), (2000, 2100)])
+    assert rows_by(t.read(), COLUMNS, ["id"]) == expected
+    assert rows_by(hudi_rs_read(str(tmp_path)), COLUMNS, ["id"]) == expected

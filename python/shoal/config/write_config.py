@@ -143,6 +143,18 @@ PARQUET_SMALL_FILE_LIMIT = _opt(
     _non_negative_int,
     "Base files below this size receive inserts; 0 disables.",
 )
+INSERT_SPLIT_SIZE = _opt(
+    "hoodie.copyonwrite.insert.split.size",
+    "500000",
+    _positive_int,
+    "Records per new file group of an upsert or insert when insert.auto.split is false.",
+)
+INSERT_AUTO_SPLIT = _opt(
+    "hoodie.copyonwrite.insert.auto.split",
+    "true",
+    _bool,
+    "Size new file groups of upserts and inserts from the record size and the maximum file size.",
+)
 MERGE_SMALL_FILE_CANDIDATES = _opt(
     "hoodie.merge.small.file.group.candidates.limit",
     "1",

@@ -53,15 +53,25 @@ class BucketAssigner:
         small_file_limit: int,
         avg_record_size: int,
         mor_small_file_candidates: int = MOR_SMALL_FILE_CANDIDATES,
+        insert_split_size: int | None = None,
     ) -> None:
         self.max_file_size = max_file_size
         self.small_file_limit = small_file_limit
         self.avg_record_size = max(1, avg_record_size)
         # hoodie.merge.small.file.group.candidates.limit
         self.mor_small_file_candidates = mor_small_file_candidates
+        # hoodie.copyonwrite.insert.split.size, when hoodie.copyonwrite.insert.auto.split is off.
+        self.insert_split_size = insert_split_size
 
     def records_per_new_file(self) -> int:
         return max(1, self.max_file_size // self.avg_record_size)
+
+    def records_per_insert_bucket(self) -> int:
+        """Records per new file group of an upsert or insert, as Hudi's UpsertPartitioner sizes
+        its insert buckets: the maximum file size over the record size, or the fixed
+        ``insert.split.size`` when auto split is off. A bulk insert rolls its files over by size
+        alone."""
+        return self.insert_split_size if self.insert_split_size is not None else self.records_per_new_file()
 
     def small_file_capacity(self, sl: FileSlice) -> int:
         """Records a small file can take before it reaches the maximum file size."""
@@ -127,7 +137,7 @@ class BucketAssigner:
                 assignment.buckets[index_of[sl.file_id]].inserts += take
                 plan.append((index_of[sl.file_id], take))
                 remaining -= take
-        per_file = self.records_per_new_file()
+        per_file = self.records_per_insert_bucket()
         while remaining > 0:
             take = min(remaining, per_file)
             idx = len(assignment.buckets)

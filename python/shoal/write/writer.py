@@ -30,6 +30,8 @@ from shoal.config.write_config import (
     COMBINE_BEFORE_INSERT,
     COMBINE_BEFORE_UPSERT,
     INDEX_TYPE,
+    INSERT_AUTO_SPLIT,
+    INSERT_SPLIT_SIZE,
     KEY_SORTED_BULK_INSERT_MODES,
     LOGFILE_DATA_BLOCK_MAX_SIZE,
     LOGFILE_MAX_SIZE,
@@ -397,6 +399,7 @@ class Writer:
             self.wc.get(PARQUET_SMALL_FILE_LIMIT),
             self._average_record_size(timeline, sample),
             self.wc.get(MERGE_SMALL_FILE_CANDIDATES),
+            None if self.wc.get(INSERT_AUTO_SPLIT) else self.wc.get(INSERT_SPLIT_SIZE),
         )
 
     def assign(
