@@ -59,6 +59,11 @@ class CleanedInstantError(InstantNotFoundError):
     """A read as of an instant needs file slices that the cleaner removed."""
 
 
+class RolledBackInstantError(InstantNotFoundError):
+    """An incremental read starts after an instant (a consumer's checkpoint) that a rollback or
+    a restore undid: what was read up to it is no longer all in the table."""
+
+
 __all__ = [
     "CommitConflictError",
     "CorruptDataError",
@@ -67,6 +72,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidOptionError",
     "InvalidRecordKeyError",
+    "RolledBackInstantError",
     "SchemaMismatchError",
     "ShoalError",
     "TableExistsError",

@@ -33,6 +33,7 @@ from shoal.read.mor import MorSliceSpec, read_mor_slice
 from shoal.read.projection import check_columns, conform, conformed_schema, project, requested_columns
 from shoal.read.pruning import prune_partitions
 from shoal.read.settle import read_settled
+from shoal.read.undone import check_start_not_undone
 from shoal.read.snapshot import SliceReadSpec, iter_batches, plan_slices, read_base_slice, unify
 from shoal.read.stream import ChangeStream
 from shoal.services.archive import ArchiveJob, ArchiveResult
@@ -641,6 +642,7 @@ class Table:
         filters: Sequence[Filter] | None,
         include_deletes: bool,
     ) -> pa.Table:
+        check_start_not_undone(timeline, normalize_bound(start, "start"))
         return read_changes(
             self.storage,
             timeline,

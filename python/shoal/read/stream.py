@@ -38,6 +38,7 @@ from shoal.errors import InvalidArgumentError
 from shoal.read.filters import Filter
 from shoal.read.incremental import instant_key, normalize_bound, range_key
 from shoal.read.settle import read_settled
+from shoal.read.undone import check_start_not_undone
 from shoal.timeline.instant import Instant
 from shoal.timeline.timeline import Timeline
 
@@ -119,6 +120,9 @@ class ChangeStream(Iterator[Change]):
         while True:
             timeline = self._table._timeline()
             polls += 1
+            # A commit this stream handed out was rolled back or restored away since: the
+            # consumer's copy holds rows the table no longer does.
+            check_start_not_undone(timeline, self._checkpoint)
             ready = self._ready(timeline)
             for inst in ready:
                 key = range_key(inst, timeline.config.table_version >= 8)

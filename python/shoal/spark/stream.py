@@ -32,6 +32,7 @@ from shoal.errors import InvalidOptionError
 from shoal.read.filters import Filter
 from shoal.read.incremental import normalize_bound, range_key
 from shoal.read.stream import ready_instants
+from shoal.read.undone import check_start_not_undone
 from shoal.spark.read import (
     ReadJob,
     ReadTask,
@@ -158,6 +159,9 @@ class ShoalStreamReader(DataSourceStreamReader):
         if start is None:
             start = self._committed if self._committed is not None else self.initialOffset()
         timeline = Table(self.path)._timeline()
+        # A query whose last batch read a commit that was rolled back since fails, rather than
+        # going on with rows its sink holds and the table no longer does.
+        check_start_not_undone(timeline, start.get(_CHECKPOINT) or None)
         ready = ready_instants(timeline, start.get(_CHECKPOINT) or None)
         if self.stream.max_instants is not None:
             ready = ready[: self.stream.max_instants]

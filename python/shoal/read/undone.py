@@ -1,0 +1,51 @@
+"""Checkpoints of incremental consumers that a rollback or a restore undid.
+
+A consumer that read a commit keeps its instant as its checkpoint. When a rollback (of that
+commit) or a restore (to a savepoint before it) undoes the commit afterwards, its rows leave the
+table, but reading on from the checkpoint shows nothing of that: the consumer's copy keeps rows
+the table no longer has, without a word (Hudi's incremental readers have the same gap). The
+checkpoint is the last instant the consumer read, so whenever a commit it read was undone, the
+checkpoint itself was: reading on from it raises RolledBackInstantError, which tells the
+consumer to rebuild its copy.
+
+Table version 6 only: a version 8 checkpoint is a completion time, which the rollback metadata
+does not record. Rollbacks and restores that archival moved off the active timeline are not
+seen.
+"""
+
+from __future__ import annotations
+
+from shoal.errors import RolledBackInstantError
+from shoal.services.savepoint import decode_record
+from shoal.timeline.instant import Action, Instant, State
+from shoal.timeline.timeline import Timeline
+
+
+def check_start_not_undone(timeline: Timeline, start: str | None) -> None:
+    """Raises RolledBackInstantError when ``start`` (an incremental read's exclusive start, a
+    consumer's checkpoint) is an instant a completed rollback or restore undid."""
+    if start is None or timeline.config.table_version >= 8 or len(start) < 14:
+        return
+    if any(i.requested_time == start for i in timeline.completed_data_instants()):
+        return
+    for inst in timeline.instants:
+        if not inst.is_completed or inst.action not in (Action.ROLLBACK, Action.RESTORE):
+            continue
+        if start in _undone_by(timeline, inst):
+            what = "restore" if inst.action == Action.RESTORE else "rollback"
+            raise RolledBackInstantError(
+                f"start {start} is an instant the {what} {inst.requested_time} undid: the rows read "
+                "up to it are no longer all in the table. Rebuild the copy from a snapshot read, "
+                "then read on from the snapshot's latest instant"
+            )
+
+
+def _undone_by(timeline: Timeline, inst: Instant) -> set[str]:
+    """The instant times the completed rollback or restore ``inst`` rolled back."""
+    data = timeline.read_instant(Instant(inst.requested_time, inst.action, State.COMPLETED))
+    metadata = decode_record(data, f"{inst.action.value} metadata {inst.requested_time}")
+    if inst.action == Action.RESTORE:
+        return {str(t) for t in metadata.get("instantsToRollback") or []}
+    undone = {str(t) for t in metadata.get("commitsRollback") or []}
+    undone |= {str(i.get("commitTime")) for i in metadata.get("instantsRollback") or []}
+    return undone
