@@ -125,3 +125,10 @@ def test_a_stream_whose_next_instant_was_cleaned_while_the_consumer_worked_raise
     _overwrite_and_clean(t.path, table_type)()
     with pytest.raises(CleanedInstantError):
         next(stream)
+
+
+@pytest.mark.parametrize("table_type", TABLE_TYPES)
+def test_read_batches_planned_before_a_clean_streams_the_latest_rows(tmp_path, monkeypatch, table_type):
+    t, _ = _table(tmp_path, table_type, 2)
+    _after_first_timeline_load(monkeypatch, _overwrite_and_clean(t.path, table_type))
+    assert _values(t.read_batches().read_all()) == [90, 91]

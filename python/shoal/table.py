@@ -560,7 +560,13 @@ class Table:
     ) -> pa.RecordBatchReader:
         """Like :meth:`read`, but streams one file slice at a time: for tables larger than memory."""
         columns = requested_columns(columns)
-        specs, schema = self._plan_read(columns, filters, as_of, query_type)
+        # Planned against the timeline as it stands once the files are listed (a clean in between
+        # would hide slices); a file the cleaner removes after that fails the batch that opens it.
+        (specs, schema), _ = read_settled(
+            self._timeline(),
+            self._timeline,
+            lambda timeline: self._plan_read(columns, filters, as_of, query_type, timeline),
+        )
         footer_schemas = []
         for s in specs:
             if s.base_file_path:  # a MOR slice's log records have the base schema or a newer one
