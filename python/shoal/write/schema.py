@@ -296,6 +296,7 @@ def reconcile(incoming: pa.Table, table_schema: pa.Schema | None, fill_missing: 
     check_storable(incoming.schema)
     if table_schema is None:
         return incoming
+    incoming = _null_fields_as_stored(incoming, table_schema)
     target_fields = []
     by_name = {f.name: f for f in incoming.schema}
     for f in table_schema:
@@ -332,6 +333,99 @@ def reconcile(incoming: pa.Table, table_schema: pa.Schema | None, fill_missing: 
         else:
             columns.append(pa.nulls(incoming.num_rows, f.type))
     return pa.Table.from_arrays(columns, schema=target)
+
+
+def _null_fields_as_stored(incoming: pa.Table, table_schema: pa.Schema) -> pa.Table:
+    """``incoming`` with every nested field (of a struct, also within lists and maps) whose values
+    are all null given the type the table stores it in, as a column of nulls only is taken at
+    the top level (see :func:`_all_null`): pyarrow types a field that holds only None (``{"a": 1,
+    "in": None}``) ``null``, which :func:`normalize_types` made ``string``, and the write would
+    otherwise be refused as changing the field's type."""
+    stored = {f.name: f.type for f in table_schema}
+    for i, f in enumerate(incoming.schema):
+        target = stored.get(f.name)
+        col = incoming.column(i)
+        if target is None or col.num_chunks == 0 or not _strings_for_other_types(col.type, target):
+            continue
+        arr = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+        filled = _fill_null_fields(arr, target)
+        if filled is not arr:
+            incoming = incoming.set_column(i, pa.field(f.name, filled.type), pa.chunked_array([filled]))
+    return incoming
+
+
+def _strings_for_other_types(src: pa.DataType, stored: pa.DataType) -> bool:
+    """Whether ``src`` has, within a struct (also in lists and maps), a ``string`` field (the
+    type :func:`normalize_types` gives a field of None) where ``stored`` holds another type."""
+    if pa.types.is_struct(src) and pa.types.is_struct(stored):
+        by_name = {f.name: f.type for f in stored}
+        return any(
+            f.name in by_name
+            and (
+                (pa.types.is_string(f.type) and not _stores_as(f.type, by_name[f.name]))
+                or _strings_for_other_types(f.type, by_name[f.name])
+            )
+            for f in src
+        )
+    if pa.types.is_list(src) and pa.types.is_list(stored):
+        if pa.types.is_string(src.value_type) and not _stores_as(src.value_type, stored.value_type):
+            return True
+        return _strings_for_other_types(src.value_type, stored.value_type)
+    if pa.types.is_map(src) and pa.types.is_map(stored):
+        if pa.types.is_string(src.item_type) and not _stores_as(src.item_type, stored.item_type):
+            return True
+        return _strings_for_other_types(src.item_type, stored.item_type)
+    return False
+
+
+def _fill_null_fields(arr: pa.Array, stored: pa.DataType) -> pa.Array:
+    """``arr`` (of a struct, list or map type) with each field within that holds only nulls, in a
+    type ``stored`` does not take, replaced by nulls of the type ``stored`` has for it; ``arr``
+    itself when there is none. A field of an empty batch is left as it is: its type is all the
+    batch says (Spark checks its input's schema on one)."""
+    t = arr.type
+    if pa.types.is_struct(t) and pa.types.is_struct(stored):
+        by_name = {f.name: f.type for f in stored}
+        children = arr.flatten()
+        filled = []
+        for f, child in zip(t, children, strict=True):
+            target = by_name.get(f.name)
+            if target is None or child.type == target:
+                filled.append(child)
+            elif len(child) and child.null_count == len(child) and not _stores_as(child.type, target):
+                filled.append(pa.nulls(len(child), target))
+            else:
+                filled.append(_fill_null_fields(child, target))
+        if all(x is y for x, y in zip(filled, children, strict=True)):
+            return arr
+        fields = [f.with_type(c.type) for f, c in zip(t, filled, strict=True)]
+        return pa.StructArray.from_arrays(filled, fields=fields, mask=arr.is_null())
+    if pa.types.is_map(t) and pa.types.is_map(stored):
+        # A map is a list of key/value structs: fill it as one and view the result back.
+        entries = pa.list_(pa.field("entries", pa.struct([t.key_field, t.item_field]), nullable=False))
+        stored_entries = pa.list_(pa.struct([t.key_field.with_type(stored.key_type), stored.item_field]))
+        as_list = arr.view(entries)
+        filled_list = _fill_null_fields(as_list, stored_entries)
+        if filled_list is as_list:
+            return arr
+        item = filled_list.type.value_type.field(1)
+        return filled_list.view(pa.map_(t.key_field, t.item_field.with_type(item.type)))
+    if pa.types.is_list(t) and pa.types.is_list(stored):
+        values = arr.flatten()
+        target = stored.value_type
+        if values.type == target:
+            return arr
+        if len(values) and values.null_count == len(values) and not _stores_as(values.type, target):
+            filled = pa.nulls(len(values), target)
+        else:
+            filled = _fill_null_fields(values, target)
+        if filled is values:
+            return arr
+        lengths = pc.fill_null(pc.list_value_length(arr), 0).cast(pa.int32())
+        offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cumulative_sum(lengths)])
+        value_field = t.value_field.with_type(filled.type)
+        return pa.ListArray.from_arrays(offsets, filled, type=pa.list_(value_field), mask=arr.is_null())
+    return arr
 
 
 def _evolved(stored: pa.DataType, src: pa.DataType, fill_missing: bool, name: str) -> pa.DataType:
