@@ -233,3 +233,28 @@ def test_spark_writes_and_reads_an_evolved_struct(tmp_path, spark):
     assert got.schema.field("s").type == NEW
     assert _read(got) == _model(rows)
     assert _read(hudi_rs_read(str(tmp_path / "t"))) == _model(rows)
+
+
+def test_the_data_source_writer_compacts_before_an_evolving_insert(tmp_path, spark):
+    """``df.write.format("shoal")`` inserts into a merge-on-read table whose slices have logs of
+    the old shape: it compacts first, as the other write paths do, so hudi-rs reads the table."""
+    from shoal.spark import register
+
+    register(spark)
+    t = _create(tmp_path, "MERGE_ON_READ")
+    first = [_row("k1", "p1", 1, 1, old=True), _row("k2", "p1", 1, 2, old=True)]
+    t.upsert(_batch(first, OLD))
+    second = [_row("k2", "p1", 2, 20, old=True)]
+    t.upsert(_batch(second, OLD))
+    assert any(s.log_files for s in t.file_slices()), "no log: the test would prove nothing"
+    third = [_row("k3", "p1", 3, 3, "x")]
+    (
+        spark.createDataFrame(_batch(third, NEW))
+        .write.format("shoal")
+        .option("hoodie.datasource.write.operation", "insert")
+        .mode("append")
+        .save(str(tmp_path / "t"))
+    )
+    rows = {r["id"]: r for r in first + second + third}
+    assert _read(shoal.Table(str(tmp_path / "t")).read()) == _model(rows)
+    assert _read(hudi_rs_read(str(tmp_path / "t"))) == _model(rows)

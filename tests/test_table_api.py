@@ -679,7 +679,7 @@ def test_a_stream_batch_that_widens_a_type_inside_a_checkpoint_is_refused(tmp_pa
     table.upsert(narrow)
     writer = table.stream_writer()
     writer.write(narrow)
-    with pytest.raises(shoal.SchemaMismatchError, match="widens n"):
+    with pytest.raises(shoal.SchemaMismatchError, match="changes the type of n"):
         writer.write(wide)
     writer.checkpoint()  # the batch before it stays and commits
     writer.write(wide)  # a new checkpoint: compacts, then takes it

@@ -525,6 +525,9 @@ def _start_write(
     records = _prepare(writer, arrow_target(schema, "UTC").empty_table(), operation, timeline)
     data_schema = records.drop_columns([RECORD_KEY, PARTITION_PATH, OP_COLUMN]).schema
     timeline = writer.rollback_failed_writes(timeline)
+    # As every write path does on merge-on-read: logs of an older type would be unreadable to
+    # hudi-rs once the schema changed (the compaction runs here, on the driver, on local threads).
+    timeline = writer.compact_before_widening(timeline, data_schema)
     planned = tuple(f.name for f in table.storage.list_files(table.config.timeline_dir))
     # The workload profile is empty: how many records go where is known only to the tasks.
     pending = writer.start(operation, Assignment(), timeline, [])

@@ -273,10 +273,11 @@ class StreamWriter:
             schema = self._table_schema(timeline)
             records = self._prepare(incoming, schema)
             if not opening and self.writer.merge_on_read and widened_columns(schema, records.schema):
-                # The compaction a widening write needs first cannot run inside a checkpoint.
+                # The compaction a type-changing write needs first cannot run inside a checkpoint.
                 raise SchemaMismatchError(
-                    f"this batch widens {', '.join(widened_columns(schema, records.schema))} on a "
-                    "merge-on-read table: call checkpoint() first, and write it in the next checkpoint"
+                    f"this batch changes the type of {', '.join(widened_columns(schema, records.schema))} "
+                    "(a widened type or a struct given fields) on a merge-on-read table: call "
+                    "checkpoint() first, and write it in the next checkpoint"
                 )
             if opening:
                 assert timeline is not None
