@@ -132,3 +132,12 @@ def test_read_batches_planned_before_a_clean_streams_the_latest_rows(tmp_path, m
     t, _ = _table(tmp_path, table_type, 2)
     _after_first_timeline_load(monkeypatch, _overwrite_and_clean(t.path, table_type))
     assert _values(t.read_batches().read_all()) == [90, 91]
+
+
+def test_a_spark_read_planned_before_a_clean_returns_the_latest_rows(tmp_path, monkeypatch, spark):
+    import shoal.spark
+
+    t, _ = _table(tmp_path, "COPY_ON_WRITE", 2)
+    _after_first_timeline_load(monkeypatch, _overwrite_and_clean(t.path, "COPY_ON_WRITE"))
+    got = shoal.spark.read(spark, t.path, columns=["v"]).toArrow()
+    assert _values(got) == [90, 91]

@@ -86,3 +86,14 @@ def test_a_spark_stream_whose_last_batch_was_rolled_back_fails_on_restart(spark,
     with pytest.raises(Exception, match="RolledBackInstantError"):
         query.processAllAvailable()
     query.stop()
+
+
+def test_a_spark_incremental_read_from_a_rolled_back_checkpoint_raises(spark, tmp_path):
+    import shoal.spark
+
+    t, instants = _table(tmp_path)
+    t.rollback()
+    with pytest.raises(RolledBackInstantError):
+        shoal.spark.read(spark, t.path, query_type="incremental", start=instants[2])
+    got = shoal.spark.read(spark, t.path, query_type="incremental", start=instants[0]).toArrow()
+    assert _ids(got) == [1]

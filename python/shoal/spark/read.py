@@ -39,9 +39,12 @@ from shoal.read import incremental as inc
 from shoal.read.decode import native_batches
 from shoal.read.filters import Filter, apply_filters
 from shoal.read.projection import check_columns
+from shoal.read.settle import read_settled
 from shoal.read.snapshot import SliceReadSpec, read_columns
+from shoal.read.undone import check_start_not_undone
 from shoal.spark.splits import SplitPolicy, pack
 from shoal.table import Table, _read_slice
+from shoal.timeline.timeline import Timeline
 from shoal.write.schema import IS_DELETED_COLUMN, META_COLUMNS
 
 QUERY_TYPES = ("snapshot", "read_optimized", "incremental")
@@ -179,15 +182,30 @@ def plan_read(
     cols = tuple(columns) if columns is not None else None
     table = Table(path)
     if qt != "incremental":
-        specs, table_schema = table._plan_read(cols, filters, as_of, qt)
+        # Planned against the timeline as it stands once the files are listed (see read.settle).
+        (specs, table_schema), _ = read_settled(
+            table._timeline(), table._timeline, lambda tl: table._plan_read(cols, filters, as_of, qt, tl)
+        )
         schema = output_schema(table, table_schema, qt, cols, False)
         tasks = tuple(ReadTask((s,)) for s in specs)
         return ReadJob(table.storage.base_uri, schema, False, table_schema, cols, tasks=tasks)
-    timeline = table._timeline()
+    check_start_not_undone(table._timeline(), inc.normalize_bound(start, "start"))
+
+    def planned(timeline: Timeline) -> inc.IncrementalPlan:
+        return inc.plan_read(
+            table.storage,
+            timeline,
+            table._schema(timeline),
+            start,
+            end,
+            cols,
+            filters,
+            include_deletes,
+            fallback_full_scan,
+        )
+
+    plan, timeline = read_settled(table._timeline(), table._timeline, planned)
     table_schema = table._schema(timeline)
-    plan = inc.plan_read(
-        table.storage, timeline, table_schema, start, end, cols, filters, include_deletes, fallback_full_scan
-    )
     # The marker's place follows the range alone, as in read_incremental (and the data source's
     # schema, which is declared without planning).
     written = inc.written_columns(timeline, start, end) if include_deletes and cols is None else None
