@@ -33,9 +33,9 @@ from shoal.read.mor import MorSliceSpec, read_mor_slice
 from shoal.read.projection import check_columns, conform, conformed_schema, project, requested_columns
 from shoal.read.pruning import prune_partitions
 from shoal.read.settle import read_settled
-from shoal.read.undone import check_start_not_undone
 from shoal.read.snapshot import SliceReadSpec, iter_batches, plan_slices, read_base_slice, unify
 from shoal.read.stream import ChangeStream
+from shoal.read.undone import check_start_not_undone
 from shoal.services.archive import ArchiveJob, ArchiveResult
 from shoal.services.clean import ensure_retained
 from shoal.timeline.archived import ArchivedTimeline
@@ -144,7 +144,7 @@ class Table:
             tc.HIVE_STYLE_PARTITIONING: "false",
             tc.URL_ENCODE_PARTITIONING: "false",
             tc.DROP_PARTITION_COLUMNS: "false",
-            tc.TIMELINE_TIMEZONE: "UTC",
+            tc.TIMELINE_TIMEZONE: write_config.get(wc.TIMELINE_TIMEZONE),
             tc.PAYLOAD_CLASS: (
                 tc.payload_class_name(payload)
                 if payload
@@ -648,7 +648,7 @@ class Table:
         filters: Sequence[Filter] | None,
         include_deletes: bool,
     ) -> pa.Table:
-        check_start_not_undone(timeline, normalize_bound(start, "start"))
+        check_start_not_undone(timeline, normalize_bound(start, "start", timeline.local_clock))
         return read_changes(
             self.storage,
             timeline,
@@ -800,7 +800,8 @@ def _merge_ordering(value: str | None, ordering_field: str | None) -> tc.MergeOr
 
 
 def _resolve_as_of(timeline: Timeline, as_of: str | _dt.datetime | None) -> str | None:
-    digits = normalize_bound(as_of, "as_of")
+    # A datetime is read on the table's timeline clock (hoodie.table.timeline.timezone).
+    digits = normalize_bound(as_of, "as_of", timeline.local_clock)
     if digits is None:
         return None
     first = timeline.first_instant_time()

@@ -73,7 +73,7 @@ from shoal.read.snapshot import SliceReadSpec, read_base_slice, unify
 from shoal.services.clean import ensure_retained
 from shoal.timeline.archived import has_archived_instants
 from shoal.timeline.instant import Action, Instant
-from shoal.timeline.instant_time import format_instant
+from shoal.timeline.instant_time import instant_of
 from shoal.timeline.timeline import Timeline
 from shoal.write.schema import IS_DELETED_COLUMN, META_COLUMNS
 
@@ -106,10 +106,15 @@ def range_key(instant: Instant, by_completion_time: bool) -> str:
     return instant_key(instant.requested_time)
 
 
-def normalize_bound(value: str | int | _dt.date | None, name: str) -> str | None:
-    """A range bound as a comparable instant time: a datetime (naive = UTC), a date (its
-    midnight) or digits (``yyyyMMddHHmmss[SSS]``, separators allowed; shorter values such as
-    ``"0"`` are earlier than every instant).
+def normalize_bound(value: str | int | _dt.date | None, name: str, local: bool = False) -> str | None:
+    """A range bound as a comparable instant time, on the table's timeline clock (UTC, or with
+    ``local`` the machine's local time, as ``hoodie.table.timeline.timezone`` says): an aware
+    datetime is converted to that clock, a naive one is a time on it already (as Hudi reads
+    ``yyyy-MM-dd HH:mm:ss``); a date is its midnight; digits are ``yyyyMMddHHmmss[SSS]``
+    (separators allowed), where a date or a time short of its milliseconds stands for its first
+    millisecond (``yyyy-MM-dd`` is ``yyyyMMdd000000000``, as Hudi's ``formatQueryInstant`` has it)
+    except whole seconds, which mean their last one (Java's ``fixInstantTimeCompatibility``);
+    values shorter than a date, such as ``"0"``, are earlier than every instant.
 
     Raises:
         InvalidArgumentError: anything else, or digits that name no moment (a 13th month, a
@@ -118,8 +123,7 @@ def normalize_bound(value: str | int | _dt.date | None, name: str) -> str | None
     if value is None:
         return None
     if isinstance(value, _dt.datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
-        return format_instant(moment.astimezone(_dt.timezone.utc))
+        return instant_of(value, local)
     if isinstance(value, _dt.date):
         value = value.isoformat()
     if isinstance(value, bool) or not isinstance(value, str | int):
@@ -130,6 +134,9 @@ def normalize_bound(value: str | int | _dt.date | None, name: str) -> str | None
     digits = "".join(ch for ch in text if ch not in "-: T.")
     if not digits.isdigit() or len(digits) > 17 or not _names_a_moment(digits):
         raise InvalidArgumentError(f"{name} must be an instant time like 20250101120000000, got {value!r}")
+    if len(digits) >= 8 and len(digits) != 14:
+        # Compared as text, "20250301" would sort before the commit at its very midnight.
+        digits = digits.ljust(17, "0")
     return instant_key(digits)
 
 
@@ -236,8 +243,8 @@ def resolve_range(
     ``full_scan`` (Hudi's ``hoodie.datasource.read.incr.fallback.fulltablescan.enable``).
     """
     by_completion = timeline.config.table_version >= 8
-    lo = normalize_bound(start, "start")
-    hi = normalize_bound(end, "end")
+    lo = normalize_bound(start, "start", timeline.local_clock)
+    hi = normalize_bound(end, "end", timeline.local_clock)
     completed = sorted(
         timeline.completed_data_instants(), key=lambda i: (range_key(i, by_completion), i.requested_time)
     )
@@ -711,7 +718,10 @@ def written_columns(
     and those of the latest schema a data instant up to ``end`` recorded (columns added later
     are in none of them). None when the range holds no instant."""
     by_completion = timeline.config.table_version >= 8
-    lo, hi = normalize_bound(start, "start"), normalize_bound(end, "end")
+    lo, hi = (
+        normalize_bound(start, "start", timeline.local_clock),
+        normalize_bound(end, "end", timeline.local_clock),
+    )
     completed = timeline.completed_data_instants()
     visible = [i for i in completed if hi is None or range_key(i, by_completion) <= hi]
     if not any(lo is None or range_key(i, by_completion) > lo for i in visible):

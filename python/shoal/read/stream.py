@@ -92,7 +92,8 @@ class ChangeStream(Iterator[Change]):
         if max_polls is not None and max_polls < 1:
             raise InvalidArgumentError("max_polls must be at least 1")
         self._table = table
-        self._checkpoint = normalize_bound(start, "start")
+        # A datetime start is read on the table's timeline clock, as every read's bounds are.
+        self._checkpoint = normalize_bound(start, "start", table._timeline().local_clock)
         self._poll_interval = poll_interval
         self._max_polls = max_polls
         self._timeout = timeout

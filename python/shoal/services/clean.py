@@ -9,7 +9,8 @@ retained commit, pending compaction or savepoint needs any more.
   of an instant >= ECTR needs stays: the slices based at or after ECTR, the last slice before it,
   and the latest one. Nothing is cleaned until there are more than N commits.
 * ``KEEP_LATEST_BY_HOURS``: the same, with ECTR the first commit at or after now minus
-  ``hoodie.cleaner.hours.retained`` hours (in UTC, the clock of shoal's instant times).
+  ``hoodie.cleaner.hours.retained`` hours, on the table's timeline clock
+  (``hoodie.table.timeline.timezone``: UTC, or the machine's local time, Hudi's default).
 * ``KEEP_LATEST_FILE_VERSIONS``: the N latest slices of each file group
   (``hoodie.cleaner.fileversions.retained``); no time-travel guarantee.
 
@@ -68,7 +69,7 @@ from shoal.fs.view import FileGroup, FileSlice, FileSystemView
 from shoal.schemas import load_schema
 from shoal.services.savepoint import decode_record, savepointed_files, savepointed_instants
 from shoal.timeline.instant import Action, Instant, State
-from shoal.timeline.instant_time import format_instant
+from shoal.timeline.instant_time import instant_hours_before
 from shoal.timeline.lock import WRITE, table_lock
 from shoal.timeline.timeline import DATA_ACTIONS, Timeline
 from shoal.write.concurrency import Concurrency
@@ -159,7 +160,9 @@ def earliest_commit_to_retain(
             return before[-1] if before else None
         return nth
     if policy == CleaningPolicy.KEEP_LATEST_BY_HOURS:
-        cutoff = format_instant(now.astimezone(_dt.timezone.utc) - _dt.timedelta(hours=hours_retained))
+        # On the table's timeline clock: on a table on local time, a cutoff in UTC would be off by
+        # the zone's offset (and clean commits still inside the window, west of Greenwich).
+        cutoff = instant_hours_before(now, hours_retained, timeline.local_clock)
         return next((i for i in completed if i.requested_time >= cutoff), None)
     return None
 

@@ -188,8 +188,12 @@ def compaction_due(timeline: Timeline, wc: WriteConfig, now: _dt.datetime) -> bo
         return False
     count, reference = since
     enough_commits = count >= wc.get(COMPACT_MAX_DELTA_COMMITS)
-    # Hudi compares whole seconds of the two instants.
-    elapsed = int(now.timestamp()) - int(parse_instant(reference).timestamp())
+    # Hudi compares whole seconds of the two instants, reading the reference on the table's
+    # timeline clock (a naive datetime's timestamp() takes it as the machine's local time).
+    moment = parse_instant(reference)
+    if timeline.local_clock:
+        moment = moment.replace(tzinfo=None)
+    elapsed = int(now.timestamp()) - int(moment.timestamp())
     enough_time = elapsed >= wc.get(COMPACT_MAX_DELTA_SECONDS)
     strategy = TriggerStrategy(wc.get(COMPACT_TRIGGER_STRATEGY))
     if strategy == TriggerStrategy.NUM_COMMITS:

@@ -189,7 +189,8 @@ def plan_read(
         schema = output_schema(table, table_schema, qt, cols, False)
         tasks = tuple(ReadTask((s,)) for s in specs)
         return ReadJob(table.storage.base_uri, schema, False, table_schema, cols, tasks=tasks)
-    check_start_not_undone(table._timeline(), inc.normalize_bound(start, "start"))
+    checked = table._timeline()
+    check_start_not_undone(checked, inc.normalize_bound(start, "start", checked.local_clock))
 
     def planned(timeline: Timeline) -> inc.IncrementalPlan:
         return inc.plan_read(

@@ -19,7 +19,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime
 
 import pyarrow.fs as pafs
 
@@ -82,7 +82,9 @@ class FileLock:
         if self._expired():
             self.storage.delete(self.path, missing_ok=True)
         owner = {
-            "lockCreateTime": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3],
+            # Informational, on the machine's local time as Hudi's provider writes it
+            # (SimpleDateFormat in the JVM's zone); expiry goes by the file's modification time.
+            "lockCreateTime": datetime.now().strftime("%Y-%m-%d %H:%M:%S.%f")[:-3],
             "lockThreadName": threading.current_thread().name,
             "host": socket.gethostname(),
             "pid": os.getpid(),

@@ -27,6 +27,31 @@ def parse_instant(instant: str) -> _dt.datetime:
     return base.replace(microsecond=int(instant[14:17]) * 1000, tzinfo=_dt.timezone.utc)
 
 
+def runs_on_local_time(timeline_timezone: str | None) -> bool:
+    """Whether a table whose ``hoodie.table.timeline.timezone`` is ``timeline_timezone`` runs its
+    instants on the machine's local clock: ``LOCAL``, or no value (Hudi's default)."""
+    return (timeline_timezone or "LOCAL").strip().upper() == "LOCAL"
+
+
+def instant_of(moment: _dt.datetime, local: bool) -> str:
+    """The instant time of ``moment`` on a timeline's clock (UTC, or with ``local`` the machine's
+    local time). An aware datetime is converted to that clock; a naive one is taken as a time on
+    it already, as Hudi takes ``yyyy-MM-dd HH:mm:ss`` (its digits, unconverted)."""
+    if moment.tzinfo is not None and moment.utcoffset() is not None:
+        # astimezone() without a zone: the machine's zone at that moment (DST included).
+        moment = moment.astimezone() if local else moment.astimezone(_dt.timezone.utc)
+    return format_instant(moment)
+
+
+def instant_hours_before(now: _dt.datetime, hours: float, local: bool) -> str:
+    """The instant time ``hours`` before ``now`` on a timeline's clock (UTC, or with ``local`` the
+    machine's local time): a duration on the real time line, as Java's
+    ``ZonedDateTime.minusHours``, so a DST change in between does not shift it. A naive ``now``
+    is the machine's local time."""
+    then = now.astimezone(_dt.timezone.utc) - _dt.timedelta(hours=hours)
+    return format_instant(then.astimezone() if local else then)
+
+
 def new_instant_time(after: str | None = None, local: bool = False) -> str:
     """A new instant time greater than ``after`` and than any this process produced before on the
     same clock: the UTC one, or (``local``) the machine's local one. When ``after`` is ahead of

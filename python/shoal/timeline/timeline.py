@@ -15,7 +15,7 @@ from shoal.fs.metadata_table import drop_metadata_table
 from shoal.fs.storage import Storage
 from shoal.timeline.commit_metadata import CommitMetadata
 from shoal.timeline.instant import Action, Instant, State, parse_instant_file_name
-from shoal.timeline.instant_time import new_instant_time
+from shoal.timeline.instant_time import new_instant_time, runs_on_local_time
 
 if TYPE_CHECKING:
     from shoal.timeline.archived import ArchivedTimeline
@@ -192,11 +192,16 @@ class Timeline:
 
     # ---- writing (layout 1) --------------------------------------------------------------
 
+    @property
+    def local_clock(self) -> bool:
+        """Whether the table's instants run on the machine's local time rather than UTC
+        (``hoodie.table.timeline.timezone``; Hudi's default, the local one, when unset)."""
+        return runs_on_local_time(self.config.get(TIMELINE_TIMEZONE))
+
     def new_instant_time(self) -> str:
         """A time strictly greater than every instant on the timeline, on the table's timeline
         clock (``hoodie.table.timeline.timezone``; Hudi's default, the local one, when unset)."""
-        zone = (self.config.get(TIMELINE_TIMEZONE) or "LOCAL").upper()
-        return new_instant_time(after=self.last_instant_time(), local=zone == "LOCAL")
+        return new_instant_time(after=self.last_instant_time(), local=self.local_clock)
 
     def create_requested(self, instant_time: str, action: Action, content: bytes = b"") -> Instant:
         """Publishes ``<t>.<action>.requested``; fails if an instant at ``t`` exists already."""
