@@ -305,10 +305,7 @@ def reconcile(incoming: pa.Table, table_schema: pa.Schema | None, fill_missing: 
         src = by_name.get(f.name)
         if src is None:
             if not fill_missing:
-                raise SchemaMismatchError(
-                    f"column {f.name!r} of the table is missing from the data "
-                    "(set hoodie.datasource.write.reconcile.schema=true to write nulls)"
-                )
+                raise _missing(f"column {f.name!r}")
             target_fields.append(f)
             continue
         # A column of nulls only fits any type: it changes nothing in the table's schema.
@@ -428,6 +425,14 @@ def _fill_null_fields(arr: pa.Array, stored: pa.DataType) -> pa.Array:
     return arr
 
 
+def _missing(what: str) -> SchemaMismatchError:
+    """The error for a column or nested field of the table that a write lacks."""
+    return SchemaMismatchError(
+        f"{what} of the table is missing from the data "
+        "(set hoodie.datasource.write.reconcile.schema=true to write nulls)"
+    )
+
+
 def _evolved(stored: pa.DataType, src: pa.DataType, fill_missing: bool, name: str) -> pa.DataType:
     """The type of a column (or nested field) ``name`` stored as ``stored`` once a write of
     ``src`` values has gone in, as Hudi evolves a table's schema: ``stored`` when it takes the
@@ -447,10 +452,7 @@ def _evolved(stored: pa.DataType, src: pa.DataType, fill_missing: bool, name: st
             g = incoming.get(f.name)
             if g is None:
                 if not fill_missing:
-                    raise SchemaMismatchError(
-                        f"field {name}.{f.name} of the table is missing from the data "
-                        "(set hoodie.datasource.write.reconcile.schema=true to write nulls)"
-                    )
+                    raise _missing(f"field {name}.{f.name}")
                 fields.append(f)
             else:
                 fields.append(f.with_type(_evolved(f.type, g.type, fill_missing, f"{name}.{f.name}")))
