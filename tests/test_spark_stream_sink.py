@@ -6,6 +6,7 @@ too, so a late event older than the stored record changes nothing."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -39,6 +40,13 @@ def _changes(rows: list[tuple[str, str, int, int]]) -> pa.Table:
             "v": pa.array(v, pa.int64()),
         }
     )
+
+
+def _write_input(rows: pa.Table, path: Path, order: int) -> None:
+    """An input file the file source takes in ``order``: it orders files by modification time,
+    and files written within one clock tick would come in any order."""
+    pq.write_table(rows, path)
+    os.utime(path, (1_700_000_000 + order, 1_700_000_000 + order))
 
 
 def _apply(model: dict[str, dict], rows: list[tuple[str, str, int, int]]) -> None:
@@ -82,7 +90,7 @@ def test_micro_batches_are_upserted_in_order_and_a_replayed_one_is_skipped(spark
     ]
     model: dict[str, dict] = {}
     for i, rows in enumerate(batches):
-        pq.write_table(_changes(rows), source / f"{i:03d}.parquet")
+        _write_input(_changes(rows), source / f"{i:03d}.parquet", i)
         _apply(model, rows)
     _run(spark, source, table, checkpoint, SINK)
 
@@ -104,7 +112,7 @@ def test_micro_batches_are_upserted_in_order_and_a_replayed_one_is_skipped(spark
 
     # A new file is the next batch.
     rows = [("a", "p1", 9, 12), ("e", "p1", 1, 50)]
-    pq.write_table(_changes(rows), source / "002.parquet")
+    _write_input(_changes(rows), source / "002.parquet", 2)
     _apply(model, rows)
     _run(spark, source, table, checkpoint, SINK)
     expected = [model[k] for k in sorted(model)]

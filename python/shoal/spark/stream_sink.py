@@ -12,28 +12,37 @@ Exactly once, as Hudi's ``HoodieStreamingSink``: the commit records
 ``_hudi_streaming_sink_checkpoint`` = ``{identifier: batchId}`` in its extraMetadata
 (``hoodie.datasource.write.streaming.checkpoint.identifier``, by default
 ``default_single_writer``), and a micro-batch whose id is at or below the last one the table
-committed for that identifier (a replay after a restart) is skipped. The staged files are deleted
-once their batch is committed, skipped or aborted, those of failed task attempts included.
+committed for that identifier (a replay after a restart) is skipped. The commit also records the
+Spark query that wrote it (``_shoal_streaming_sink_query`` = ``{identifier: query id}``; Spark keeps
+a query's id in its checkpoint): a query started with a new checkpoint location numbers its batches
+from 0 again, and its batches are written, not taken for replays of the old query's (which Hudi's
+sink would skip, losing them). The tasks of an identifier's batches stage their files in one
+directory, ``.hoodie/.temp/stream-sink-<digest of the identifier>``, which the batch's commit (or
+abort) empties once the batch is committed, skipped or aborted: Spark sends no message for a failed
+task attempt, and its partial file is deleted with the rest (or, when the attempt's Python worker
+was still writing it as Spark gave up on the attempt, with the next batch's).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.ipc as ipc
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from shoal.errors import UnsupportedError
+from shoal.errors import InvalidArgumentError, UnsupportedError
+from shoal.fs.markers import MARKER_DIR
 from shoal.fs.storage import Storage
 from shoal.spark.options import new_table_path, open_or_create, parse_options, undo_new_table
 from shoal.spark.read import arrow_target
-from shoal.spark.scratch import scratch_dir
 from shoal.table import Table
 from shoal.timeline.timeline import Timeline
 from shoal.write.writer import Operation
@@ -41,6 +50,10 @@ from shoal.write.writer import Operation
 SINK_CHECKPOINT_KEY = "_hudi_streaming_sink_checkpoint"
 IDENTIFIER_OPTION = "hoodie.datasource.write.streaming.checkpoint.identifier"
 DEFAULT_IDENTIFIER = "default_single_writer"
+# The Spark query (its id, kept in the query's checkpoint) that committed each identifier's batch.
+SINK_QUERY_KEY = "_shoal_streaming_sink_query"
+# The task-local property in which Spark's micro-batch execution gives the query's id.
+_QUERY_ID_PROPERTY = "sql.streaming.queryId"
 STAGING_PREFIX = "stream-sink-"
 # Options Spark itself takes, which reach the data source with the user's.
 _SPARK_OPTIONS = ("path", "checkpointlocation")
@@ -49,9 +62,10 @@ _SINK_WRITES = (Operation.UPSERT, Operation.INSERT, Operation.BULK_INSERT, Opera
 
 @dataclass
 class StagedRows(WriterCommitMessage):
-    """The files one task staged."""
+    """The files one task staged, and the id of the streaming query that ran it."""
 
     files: list[str] = field(default_factory=list)
+    query: str | None = None
 
 
 @dataclass(frozen=True)
@@ -70,7 +84,7 @@ def begin_stream_write(options: Mapping[str, str], schema: StructType, overwrite
     the table (created on the first write, as a batch write creates it) before any batch."""
     if overwrite:
         raise UnsupportedError(
-            "the shoal sink writes each micro-batch as a commit (outputMode append or update): "
+            "the shoal sink writes each micro-batch as a commit (outputMode append): "
             "outputMode complete would replace the table with every batch"
         )
     given = {k: v for k, v in options.items() if k.lower() not in _SPARK_OPTIONS}
@@ -84,7 +98,10 @@ def begin_stream_write(options: Mapping[str, str], schema: StructType, overwrite
             "bulk_insert or delete"
         )
     identifier = hoodie.pop(IDENTIFIER_OPTION, DEFAULT_IDENTIFIER)
-    new = new_table_path(Storage(path))
+    storage = Storage(path)
+    if storage.fs.get_file_info(storage.full_path("")).type == pafs.FileType.File:
+        raise InvalidArgumentError(f"the shoal sink writes a table's directory, and {path} is a file")
+    new = new_table_path(storage)
     table = open_or_create(path, table_type, hoodie, executor=None)  # type: ignore[arg-type]
     try:
         # A missing key, partition or ordering field, or a schema the table cannot take, fails
@@ -97,15 +114,23 @@ def begin_stream_write(options: Mapping[str, str], schema: StructType, overwrite
         if new is not None:
             undo_new_table(table.storage, new)
         raise
-    staging = scratch_dir(table.storage, STAGING_PREFIX)
-    return SinkJob(table.storage.base_uri, operation, hoodie, identifier, staging)
+    return SinkJob(table.storage.base_uri, operation, hoodie, identifier, staging_dir(identifier))
+
+
+def staging_dir(identifier: str) -> str:
+    """The directory the tasks of ``identifier``'s batches stage their files in. The commit runs
+    in another process, with a writer Spark makes anew for it, and must find the files of the
+    failed task attempts too (no message names them): the name is fixed by the identifier, which
+    one query at a time writes with."""
+    digest = hashlib.sha256(identifier.encode()).hexdigest()[:16]
+    return f"{MARKER_DIR}/{STAGING_PREFIX}{digest}"
 
 
 def stage_rows(job: SinkJob, batches: Iterator[pa.RecordBatch]) -> StagedRows:
     """One task: writes its rows to ``<staging>/<stage>-<partition>-<attempt>.arrow``."""
     ctx = TaskContext.get()
     stage, partition, attempt = (ctx.stageId(), ctx.partitionId(), ctx.taskAttemptId()) if ctx else (0, 0, 0)
-    staged = StagedRows()
+    staged = StagedRows(query=ctx.getLocalProperty(_QUERY_ID_PROPERTY) if ctx else None)
     storage = Storage(job.base_uri)
     name = f"{job.staging}/{stage}-{partition}-{attempt}.arrow"
     with ExitStack() as files:
@@ -122,21 +147,45 @@ def stage_rows(job: SinkJob, batches: Iterator[pa.RecordBatch]) -> StagedRows:
     return staged
 
 
-def last_committed_batch(table: Table, identifier: str) -> int | None:
+@dataclass(frozen=True)
+class SinkCheckpoint:
+    """What the latest commit of an identifier recorded: its micro-batch id, and the query that
+    wrote it (None: a writer that does not record it, Hudi's sink among them)."""
+
+    batch_id: int
+    query: str | None
+
+
+def last_committed_batch(table: Table, identifier: str) -> SinkCheckpoint | None:
     """The micro-batch id the table's latest commit for ``identifier`` recorded, as Hudi's sink
-    reads it back (commits of other identifiers are passed over)."""
+    reads it back (commits of other identifiers are passed over), with the query that wrote it."""
     timeline = table._timeline()
     for instant in reversed(timeline.completed_data_instants()):
-        value = timeline.commit_metadata(instant).extra_metadata.get(SINK_CHECKPOINT_KEY)
-        if not value:
-            continue
-        try:
-            checkpoint = json.loads(value)
-        except ValueError:
-            continue
-        if isinstance(checkpoint, dict) and identifier in checkpoint:
-            return int(checkpoint[identifier])
+        extra = timeline.commit_metadata(instant).extra_metadata
+        checkpoint = _json_map(extra.get(SINK_CHECKPOINT_KEY))
+        if identifier in checkpoint:
+            query = _json_map(extra.get(SINK_QUERY_KEY)).get(identifier)
+            return SinkCheckpoint(int(checkpoint[identifier]), str(query) if query else None)
     return None
+
+
+def _json_map(value: str | None) -> dict:
+    if not value:
+        return {}
+    try:
+        loaded = json.loads(value)
+    except ValueError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def is_replay(done: SinkCheckpoint | None, batch_id: int, query: str | None) -> bool:
+    """Whether the table committed ``batch_id`` of this query already. Batch ids are those of
+    the query's checkpoint: a query started with a new checkpoint location (a new query id)
+    numbers its batches from 0 again, and they are new data, not replays."""
+    if done is None or done.batch_id < batch_id:
+        return False
+    return done.query is None or query is None or done.query == query
 
 
 def commit_batch(job: SinkJob, messages: list[WriterCommitMessage | None], batch_id: int) -> str | None:
@@ -145,8 +194,8 @@ def commit_batch(job: SinkJob, messages: list[WriterCommitMessage | None], batch
     staged = [m for m in messages if isinstance(m, StagedRows)]
     try:
         table = Table(job.base_uri, options=job.options)
-        done = last_committed_batch(table, job.identifier)
-        if done is not None and done >= batch_id:
+        query = next((m.query for m in staged if m.query), None)
+        if is_replay(last_committed_batch(table, job.identifier), batch_id, query):
             return None
         storage = table.storage
         tables = []
@@ -157,17 +206,18 @@ def commit_batch(job: SinkJob, messages: list[WriterCommitMessage | None], batch
             return None
         data = pa.concat_tables(tables)
         checkpoint = {SINK_CHECKPOINT_KEY: json.dumps({job.identifier: str(batch_id)})}
+        if query:
+            checkpoint[SINK_QUERY_KEY] = json.dumps({job.identifier: query})
         return table._writer(checkpoint).write(data, job.operation).instant
     finally:
         discard_staged(job, staged)
 
 
 def discard_staged(job: SinkJob, staged: list[StagedRows]) -> None:
-    """Deletes the directories the tasks of a micro-batch staged their files in, with the files
-    of failed attempts. Spark asks for the sink again for each micro-batch, and the directory is
-    that of the writer the tasks were given, not always the committing one's."""
+    """Deletes the directory the tasks of a micro-batch staged their files in, with the files of
+    failed attempts (which no message names), and any other directory a message names."""
     storage = Storage(job.base_uri)
-    for directory in {f.rsplit("/", 1)[0] for m in staged for f in m.files}:
+    for directory in {job.staging} | {f.rsplit("/", 1)[0] for m in staged for f in m.files}:
         storage.delete_dir(directory)
 
 
