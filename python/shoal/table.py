@@ -109,6 +109,8 @@ class Table:
         storage = Storage(path)
         if storage.exists(".hoodie/hoodie.properties"):
             raise TableExistsError(f"a table already exists at {path}")
+        if storage.is_file(""):
+            raise InvalidArgumentError(f"{path} is a file: a table is a directory")
         if not name or "." in name or "/" in name:
             raise InvalidOptionError(f"invalid table name {name!r}")
         write_config = WriteConfig(options)

@@ -50,6 +50,9 @@ class Storage:
     def is_dir(self, rel: str) -> bool:
         return self.fs.get_file_info(self.full_path(rel)).type == pafs.FileType.Directory
 
+    def is_file(self, rel: str) -> bool:
+        return self.fs.get_file_info(self.full_path(rel)).type == pafs.FileType.File
+
     def size(self, rel: str) -> int:
         info = self.fs.get_file_info(self.full_path(rel))
         if info.type == pafs.FileType.NotFound:

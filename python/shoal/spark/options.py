@@ -11,7 +11,7 @@ from typing import Any
 
 from shoal.config import write_config as wc
 from shoal.config.table_config import TableConfig, TableType
-from shoal.errors import InvalidOptionError
+from shoal.errors import InvalidArgumentError, InvalidOptionError
 from shoal.fs.storage import Storage
 from shoal.spark.executor import SparkExecutor
 from shoal.table import Table
@@ -130,9 +130,11 @@ class NewTablePath:
 
 def new_table_path(storage: Storage) -> NewTablePath | None:
     """The path of ``storage`` as a write that creates its table there finds it, or None when it
-    holds a table or anything else."""
+    holds a table or anything else. Raises InvalidArgumentError when it is a file."""
     if storage.exists(".hoodie/hoodie.properties"):
         return None
+    if storage.is_file(""):
+        raise InvalidArgumentError(f"{storage.base_uri} is a file: a table is a directory")
     existed = storage.exists("")
     if existed and (storage.list_files("") or storage.list_dirs("")):
         return None

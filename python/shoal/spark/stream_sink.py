@@ -32,13 +32,12 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.ipc as ipc
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from shoal.errors import InvalidArgumentError, UnsupportedError
+from shoal.errors import UnsupportedError
 from shoal.fs.markers import MARKER_DIR
 from shoal.fs.storage import Storage
 from shoal.spark.options import new_table_path, open_or_create, parse_options, undo_new_table
@@ -99,8 +98,6 @@ def begin_stream_write(options: Mapping[str, str], schema: StructType, overwrite
         )
     identifier = hoodie.pop(IDENTIFIER_OPTION, DEFAULT_IDENTIFIER)
     storage = Storage(path)
-    if storage.fs.get_file_info(storage.full_path("")).type == pafs.FileType.File:
-        raise InvalidArgumentError(f"the shoal sink writes a table's directory, and {path} is a file")
     new = new_table_path(storage)
     table = open_or_create(path, table_type, hoodie, executor=None)  # type: ignore[arg-type]
     try:
