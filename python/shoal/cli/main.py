@@ -21,6 +21,7 @@ from shoal.config.write_config import FILE_SYSTEM_LOCK_PATH
 from shoal.errors import InvalidArgumentError, InvalidOptionError, ShoalError
 from shoal.timeline.file_lock import FileLock
 from shoal.timeline.heartbeat import heartbeat_age
+from shoal.timeline.instant import Action, Instant, State
 from shoal.timeline.timeline import DATA_ACTIONS, Timeline
 
 # Without markup: table names, partition paths, instants and row values are printed as they
@@ -206,7 +207,8 @@ def _show(args: argparse.Namespace) -> int:
 def _rollback(args: argparse.Namespace) -> int:
     t = _table(args)
     instant = t.rollback(args.instant)
-    console.print(f"rolled back {_rolled_back(t, instant)} as rollback instant {instant}")
+    undone = _undone(t, Action.ROLLBACK, instant)
+    console.print(f"rolled back {', '.join(undone) or 'the last commit'} as rollback instant {instant}")
     return 0
 
 
@@ -219,21 +221,18 @@ def _done_metadata(read: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         return {}
 
 
-def _rolled_back(t: shoal.Table, rollback_time: str) -> str:
-    """What the rollback at ``rollback_time`` undid, from its metadata (``instantsRollback``):
-    a retried rollback finishes an interrupted one, which may not be the commit asked for."""
-    from shoal.services.savepoint import decode_record
-    from shoal.timeline.instant import Action, Instant, State
+def _undone(t: shoal.Table, action: Action, instant_time: str) -> list[str]:
+    """What the completed rollback or restore at ``instant_time`` undid, from its metadata (a
+    retried rollback finishes an interrupted one, which may not be the commit asked for)."""
+    from shoal.services.restore import undone_instants
 
-    def read() -> dict[str, Any]:
-        timeline = Timeline.load(t.storage, t.config)
-        data = timeline.read_instant(Instant(rollback_time, Action.ROLLBACK, State.COMPLETED))
-        return decode_record(data, f"rollback metadata {rollback_time}")
-
-    metadata = _done_metadata(read)
-    undone = [f"{i.get('action')} {i.get('commitTime')}" for i in metadata.get("instantsRollback") or []]
-    undone = undone or list(metadata.get("commitsRollback") or [])
-    return ", ".join(undone) or "the last commit"
+    try:
+        undone = undone_instants(
+            Timeline.load(t.storage, t.config), Instant(instant_time, action, State.COMPLETED)
+        )
+    except (ShoalError, OSError):
+        return []  # the service is done: its success must not be reported as a failure
+    return [f"{a} {time}" if a else time for a, time in undone]
 
 
 def _compact(args: argparse.Namespace) -> int:
@@ -378,12 +377,8 @@ def _delete_partition(args: argparse.Namespace) -> int:
 
 def _restore(args: argparse.Namespace) -> int:
     t = _table(args)
-    from shoal.services.restore import restore_metadata
-
     instant = t.restore(args.instant)
-    meta = _done_metadata(lambda: restore_metadata(Timeline.load(t.storage, t.config), instant))
-    undone = [f"{i.get('action')} {i.get('commitTime')}" for i in meta.get("restoreInstantInfo") or []]
-    undone = undone or list(meta.get("instantsToRollback") or [])
+    undone = _undone(t, Action.RESTORE, instant)
     console.print(
         f"restored to savepoint {args.instant} as restore instant {instant}; "
         + (f"rolled back {', '.join(undone)}" if undone else "nothing after the savepoint to roll back")

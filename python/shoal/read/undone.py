@@ -16,8 +16,8 @@ seen.
 from __future__ import annotations
 
 from shoal.errors import RolledBackInstantError
-from shoal.services.savepoint import decode_record
-from shoal.timeline.instant import Action, Instant, State
+from shoal.services.restore import undone_instants
+from shoal.timeline.instant import Action
 from shoal.timeline.timeline import Timeline
 
 
@@ -31,21 +31,10 @@ def check_start_not_undone(timeline: Timeline, start: str | None) -> None:
     for inst in timeline.instants:
         if not inst.is_completed or inst.action not in (Action.ROLLBACK, Action.RESTORE):
             continue
-        if start in _undone_by(timeline, inst):
+        if any(time == start for _, time in undone_instants(timeline, inst)):
             what = "restore" if inst.action == Action.RESTORE else "rollback"
             raise RolledBackInstantError(
                 f"start {start} is an instant the {what} {inst.requested_time} undid: the rows read "
                 "up to it are no longer all in the table. Rebuild the copy from a snapshot read, "
                 "then read on from the snapshot's latest instant"
             )
-
-
-def _undone_by(timeline: Timeline, inst: Instant) -> set[str]:
-    """The instant times the completed rollback or restore ``inst`` rolled back."""
-    data = timeline.read_instant(Instant(inst.requested_time, inst.action, State.COMPLETED))
-    metadata = decode_record(data, f"{inst.action.value} metadata {inst.requested_time}")
-    if inst.action == Action.RESTORE:
-        return {str(t) for t in metadata.get("instantsToRollback") or []}
-    undone = {str(t) for t in metadata.get("commitsRollback") or []}
-    undone |= {str(i.get("commitTime")) for i in metadata.get("instantsRollback") or []}
-    return undone

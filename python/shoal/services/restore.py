@@ -211,6 +211,20 @@ def _rollback_metadata(timeline: Timeline, rollback_time: str) -> dict:
     return decode_record(data, f"rollback metadata {rollback_time}")
 
 
+def undone_instants(timeline: Timeline, inst: Instant) -> list[tuple[str | None, str]]:
+    """(action, instant time) of each instant the completed rollback or restore ``inst`` rolled
+    back, as its metadata names them (the action None where the metadata records times alone)."""
+    if inst.action == Action.RESTORE:
+        metadata = restore_metadata(timeline, inst.requested_time)
+        infos, times = metadata.get("restoreInstantInfo"), metadata.get("instantsToRollback")
+    else:
+        metadata = _rollback_metadata(timeline, inst.requested_time)
+        infos, times = metadata.get("instantsRollback"), metadata.get("commitsRollback")
+    if infos:
+        return [(i.get("action"), str(i.get("commitTime"))) for i in infos]
+    return [(None, str(t)) for t in times or []]
+
+
 def _instant_info(inst: Instant) -> dict:
     # Hudi's timeline shows a completed compaction as a commit.
     action = Action.COMMIT if inst.is_completed and inst.action == Action.COMPACTION else inst.action
