@@ -4,35 +4,17 @@ latest instant is ahead of that clock (a table written on another zone's clock).
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import os
-import time
 import zoneinfo
-from collections.abc import Iterator
 
 import shoal
 import shoal.timeline.instant_time as instant_time
 from shoal.timeline.instant_time import format_instant, new_instant_time, parse_instant
+from tests.local_zone import local_zone
 from tests.table_files import data_columns
 
 ZONE = "Asia/Shanghai"  # UTC+8 all year: the local and UTC clocks differ by eight hours
 FIXTURE = "cow_v6_simplekeygen_nonhivestyle"  # written by Hudi without the property
-
-
-@contextlib.contextmanager
-def _local_zone(zone: str) -> Iterator[None]:
-    before = os.environ.get("TZ")
-    os.environ["TZ"] = zone
-    time.tzset()
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["TZ"]
-        else:
-            os.environ["TZ"] = before
-        time.tzset()
 
 
 def _no_wait(monkeypatch) -> None:
@@ -59,9 +41,9 @@ def test_writes_after_a_commit_made_on_a_clock_ahead_do_not_wait_and_stay_ordere
     next writers run on UTC: they come right after it, in order, instead of waiting eight hours."""
     table = shoal.Table(str(fixture_table(FIXTURE)))
     rows = table.read().select(data_columns(table.read())).slice(0, 1)
-    with _local_zone(ZONE):
+    with local_zone(ZONE):
         ahead = table.upsert(rows)
-    with _local_zone("UTC"):
+    with local_zone("UTC"):
         _no_wait(monkeypatch)
         second = table.upsert(rows)
         third = table.upsert(rows)
@@ -77,7 +59,7 @@ def test_a_table_without_the_property_runs_on_local_time_as_hudi_does(fixture_ta
     assert (
         "hoodie.table.timeline.timezone=UTC" in (tmp_path / "t" / ".hoodie" / "hoodie.properties").read_text()
     )
-    with _local_zone(ZONE):
+    with local_zone(ZONE):
         instant = shoal.Table(str(root))._timeline().new_instant_time()
         local = dt.datetime.now(zoneinfo.ZoneInfo(ZONE)).replace(tzinfo=None)
         assert abs(_hours_from(instant, local)) < 0.1

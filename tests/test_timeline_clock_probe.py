@@ -17,7 +17,6 @@ Expected values are worked out by hand from Hudi's rules:
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import os
@@ -39,26 +38,12 @@ from shoal.timeline.heartbeat import heartbeat_path
 from shoal.timeline.timeline import Timeline
 from shoal.write.concurrency import Concurrency
 from tests.hudi_oracle import hudi_rs_read
+from tests.local_zone import local_zone
 from tests.table_files import set_table_properties
 
 SHANGHAI = "Asia/Shanghai"  # UTC+8 all year
 LOS_ANGELES = "America/Los_Angeles"  # UTC-8, UTC-7 from 2026-03-08 02:00 (clocks jump to 03:00)
 UTC = dt.timezone.utc
-
-
-@contextlib.contextmanager
-def _local_zone(zone: str) -> Iterator[None]:
-    before = os.environ.get("TZ")
-    os.environ["TZ"] = zone
-    time.tzset()
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["TZ"]
-        else:
-            os.environ["TZ"] = before
-        time.tzset()
 
 
 def _table(root: Path, clock: str, instants: list[str], monkeypatch, rows=None) -> shoal.Table:
@@ -87,7 +72,7 @@ LOCAL_COMMITS = ["20250228120000000", "20250301000000000", "20250301100000000", 
 
 @pytest.fixture
 def shanghai_local_table(tmp_path, monkeypatch) -> Iterator[shoal.Table]:
-    with _local_zone(SHANGHAI):
+    with local_zone(SHANGHAI):
         yield _table(tmp_path / "t", "LOCAL", LOCAL_COMMITS, monkeypatch)
 
 
@@ -128,7 +113,7 @@ def test_a_datetime_stream_start_on_a_local_table_is_read_on_the_tables_clock(sh
 
 def test_an_aware_datetime_on_a_utc_table_in_another_zone_is_converted_to_utc(tmp_path, monkeypatch):
     commits = ["20250301030000000", "20250301040000000"]
-    with _local_zone(LOS_ANGELES):
+    with local_zone(LOS_ANGELES):
         table = _table(tmp_path / "t", "UTC", commits, monkeypatch)
         half_past_eleven_in_shanghai = dt.datetime(
             2025, 3, 1, 11, 30, tzinfo=zoneinfo.ZoneInfo(SHANGHAI)
@@ -217,7 +202,7 @@ def test_keep_latest_by_hours_cuts_off_on_the_tables_clock(
 ):
     root = tmp_path / "t"
     clean_time = str(int(commits[-1]) + 1)
-    with _local_zone(zone):
+    with local_zone(zone):
         table = _table(root, clock, commits, monkeypatch, rows=_one_key)
         options = {
             "hoodie.cleaner.policy": "KEEP_LATEST_BY_HOURS",
@@ -238,7 +223,7 @@ def test_keep_latest_by_hours_cuts_off_on_the_tables_clock(
 
 @pytest.mark.parametrize("zone", [SHANGHAI, LOS_ANGELES])
 def test_heartbeats_tell_live_writers_from_dead_ones_in_any_zone(tmp_path, monkeypatch, zone):
-    with _local_zone(zone):
+    with local_zone(zone):
         table = _table(tmp_path / "t", "LOCAL", ["20250301100000000"], monkeypatch)
         hoodie = tmp_path / "t" / ".hoodie"
         live, dead = "20250301110000000", "20250301120000000"
@@ -278,7 +263,7 @@ def test_a_local_table_stays_ordered_when_the_clock_falls_back(monkeypatch):
     monkeypatch.setattr(instant_time_mod, "_dt", _fake_dt_module())
     monkeypatch.setattr(instant_time_mod, "_last", {False: "", True: ""})
     la = zoneinfo.ZoneInfo(LOS_ANGELES)
-    with _local_zone(LOS_ANGELES):
+    with local_zone(LOS_ANGELES):
         _FrozenDatetime.wall = dt.datetime(2026, 11, 1, 1, 20, tzinfo=la, fold=1)  # 09:20Z
         first = "20261101015000000"  # 08:50Z
         after = instant_time_mod.new_instant_time(after=first, local=True)
@@ -290,7 +275,7 @@ def test_a_local_table_stays_ordered_when_the_clock_falls_back(monkeypatch):
 def test_a_utc_table_gets_utc_instants_from_a_process_in_another_zone(monkeypatch):
     monkeypatch.setattr(instant_time_mod, "_dt", _fake_dt_module())
     monkeypatch.setattr(instant_time_mod, "_last", {False: "", True: ""})
-    with _local_zone(SHANGHAI):
+    with local_zone(SHANGHAI):
         _FrozenDatetime.wall = dt.datetime(2025, 3, 1, 4, 0, 0, 123000, tzinfo=UTC)  # 12:00:00.123 CST
         assert instant_time_mod.new_instant_time(local=False) == "20250301040000123"
         assert instant_time_mod.new_instant_time(local=True) == "20250301120000123"
@@ -317,7 +302,7 @@ def test_the_lock_file_records_its_creation_on_local_time_as_hudis_provider_does
     _FrozenDatetime.wall = dt.datetime(2025, 3, 1, 4, 0, 0, 123000, tzinfo=UTC)
     table = shoal.Table.create(str(tmp_path / "t"), "t", record_key="id")
     lock = file_lock.FileLock(table.storage, None, 0, 1000, 10)
-    with _local_zone(SHANGHAI), lock.held():
+    with local_zone(SHANGHAI), lock.held():
         holder = json.loads(lock.holder() or "{}")
     assert holder["lockCreateTime"] == "2025-03-01 12:00:00.123"
 
@@ -335,7 +320,7 @@ def test_a_table_created_with_the_local_timeline_option_runs_on_local_time(tmp_p
 def test_the_time_elapsed_compaction_trigger_reads_a_local_table_on_local_time(tmp_path, monkeypatch):
     from shoal.services.compaction import compaction_due
 
-    with _local_zone(SHANGHAI):
+    with local_zone(SHANGHAI):
         root = tmp_path / "t"
         shoal.Table.create(str(root), "t", table_type="MERGE_ON_READ", record_key="id")
         set_table_properties(root, {"hoodie.table.timeline.timezone": "LOCAL"})
