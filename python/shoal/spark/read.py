@@ -189,24 +189,17 @@ def plan_read(
         schema = output_schema(table, table_schema, qt, cols, False)
         tasks = tuple(ReadTask((s,)) for s in specs)
         return ReadJob(table.storage.base_uri, schema, False, table_schema, cols, tasks=tasks)
-    checked = table._timeline()
-    check_start_not_undone(checked, inc.normalize_bound(start, "start", checked.local_clock))
+    first = table._timeline()
+    check_start_not_undone(first, inc.normalize_bound(start, "start", first.local_clock))
 
-    def planned(timeline: Timeline) -> inc.IncrementalPlan:
-        return inc.plan_read(
-            table.storage,
-            timeline,
-            table._schema(timeline),
-            start,
-            end,
-            cols,
-            filters,
-            include_deletes,
-            fallback_full_scan,
+    def planned(timeline: Timeline) -> tuple[inc.IncrementalPlan, pa.Schema | None]:
+        schema = table._schema(timeline)
+        plan = inc.plan_read(
+            table.storage, timeline, schema, start, end, cols, filters, include_deletes, fallback_full_scan
         )
+        return plan, schema
 
-    plan, timeline = read_settled(table._timeline(), table._timeline, planned)
-    table_schema = table._schema(timeline)
+    (plan, table_schema), timeline = read_settled(first, table._timeline, planned)
     # The marker's place follows the range alone, as in read_incremental (and the data source's
     # schema, which is declared without planning).
     written = inc.written_columns(timeline, start, end) if include_deletes and cols is None else None
