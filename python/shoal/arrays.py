@@ -1,8 +1,13 @@
-"""Arrow arrays in the one shape the Rust core and some compute functions take."""
+"""Arrow arrays in the one shape the Rust core and some compute functions take, and rows grouped
+by value."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def contiguous(values: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -11,6 +16,22 @@ def contiguous(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     if not isinstance(values, pa.ChunkedArray):
         return values
     return values.chunk(0) if values.num_chunks == 1 else values.combine_chunks()
+
+
+def group_rows(values: pa.Array | pa.ChunkedArray) -> list[tuple[Any, pa.Array]]:
+    """The distinct non-null values of ``values`` in ascending order, each with the (ascending)
+    indices of the rows holding it."""
+    encoded = pc.dictionary_encode(contiguous(values))
+    codes = encoded.indices.fill_null(-1) if encoded.null_count else encoded.indices
+    # A stable sort by code groups the rows and keeps each group in row order.
+    order = pc.array_sort_indices(codes)
+    counts = np.bincount(codes.to_numpy(zero_copy_only=False) + 1, minlength=len(encoded.dictionary) + 1)
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    dictionary = encoded.dictionary.to_pylist()
+    return [
+        (dictionary[code], order.slice(starts[code + 1], counts[code + 1]))
+        for code in sorted(range(len(dictionary)), key=dictionary.__getitem__)
+    ]
 
 
 def _nested_struct(t: pa.DataType) -> bool:

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
 
+from shoal.arrays import group_rows
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice
 from shoal.index.bloom import BloomIndex
@@ -41,7 +42,7 @@ from shoal.tasks.cow_write import OP_COLUMN, OP_UPSERT
 from shoal.write.assigner import Assignment
 from shoal.write.prepare import PARTITION_PATH, RECORD_KEY, check_logged_delete_orderings
 from shoal.write.schema import normalize_types, strip_meta_columns
-from shoal.write.writer import Operation, group_rows, key_records
+from shoal.write.writer import Operation, key_records
 
 # Records the route pass packs at once: the fewer, larger runs, the fewer reads a write task
 # makes; a candidate file's key column is read once per chunk; the bytes bound its memory.

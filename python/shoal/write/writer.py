@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from shoal import _native
-from shoal.arrays import contiguous
+from shoal.arrays import group_rows
 from shoal.config import table_config as tc
 from shoal.config.table_config import MergeOrdering, TableConfig, TableType, requested_ordering
 from shoal.config.write_config import (
@@ -1017,22 +1017,6 @@ def run_write_task(
         # as a merge of the records into the base file would.
         records = dedup_by_key(records, rewrite.ordering_field if rewrite.event_time_ordering else None)
     return run_cow_write(spec, records, storage)
-
-
-def group_rows(values: pa.Array | pa.ChunkedArray) -> list[tuple[Any, pa.Array]]:
-    """The distinct non-null values of ``values`` in ascending order, each with the (ascending)
-    indices of the rows holding it."""
-    encoded = pc.dictionary_encode(contiguous(values))
-    codes = encoded.indices.fill_null(-1) if encoded.null_count else encoded.indices
-    # A stable sort by code groups the rows and keeps each group in row order.
-    order = pc.array_sort_indices(codes)
-    counts = np.bincount(codes.to_numpy(zero_copy_only=False) + 1, minlength=len(encoded.dictionary) + 1)
-    starts = np.concatenate([[0], np.cumsum(counts)])
-    dictionary = encoded.dictionary.to_pylist()
-    return [
-        (dictionary[code], order.slice(starts[code + 1], counts[code + 1]))
-        for code in sorted(range(len(dictionary)), key=dictionary.__getitem__)
-    ]
 
 
 def _has_ordered_entries(chunk: pa.Table | RowGather) -> bool:
