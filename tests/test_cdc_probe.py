@@ -263,23 +263,18 @@ def test_a_soft_delete_without_an_ordering_value_applies_on_both_table_types(tmp
         assert rows_by(t.read(columns=["id", "ts", "v"]), ["id", "ts", "v"], ["id"]) == expected
 
 
-def test_hudis_duplicate_dropping_switches_run_at_their_defaults_and_are_refused_otherwise(tmp_path):
+def test_hudis_duplicate_dropping_switches_run_at_their_defaults(tmp_path):
     """A Hudi job's configuration often states ``insert.drop.duplicates=false`` or
-    ``insert.dup.policy=none``: those run. Dropping (or failing on) incoming records of keys the
-    table holds is not implemented: asking for it is refused before anything is written."""
+    ``insert.dup.policy=none``: an insert then keeps records of keys the table holds (the other
+    values: tests/test_insert_dup_policy.py)."""
     t = _table(tmp_path, "COPY_ON_WRITE")
     defaults = {
         "hoodie.datasource.write.insert.drop.duplicates": "false",
         "hoodie.datasource.insert.dup.policy": "none",
     }
     t.insert(_batch([("a", 1, 1, False)]), options=defaults)
-    before = sorted(p.name for p in (tmp_path / "t" / ".hoodie").iterdir())
-    for key, value in (
-        ("hoodie.datasource.write.insert.drop.duplicates", "true"),
-        ("hoodie.datasource.insert.dup.policy", "drop"),
-        ("hoodie.datasource.insert.dup.policy", "fail"),
-    ):
-        with pytest.raises(shoal.InvalidOptionError, match="not supported"):
-            t.insert(_batch([("a", 2, 2, False)]), options={key: value})
-    assert sorted(p.name for p in (tmp_path / "t" / ".hoodie").iterdir()) == before
-    assert rows_by(t.read(columns=["id", "v"]), ["id", "v"], ["id"]) == [{"id": "a", "v": 1}]
+    t.insert(_batch([("a", 2, 2, False)]), options=defaults)
+    assert rows_by(t.read(columns=["id", "v"]), ["id", "v"], ["id", "v"]) == [
+        {"id": "a", "v": 1},
+        {"id": "a", "v": 2},
+    ]

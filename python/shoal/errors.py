@@ -35,6 +35,11 @@ class InvalidArgumentError(ShoalError, ValueError):
     """A call received an argument outside its domain."""
 
 
+class DuplicateKeyError(ShoalError):
+    """An insert under ``hoodie.datasource.insert.dup.policy=fail`` has records of keys the
+    table holds."""
+
+
 class CorruptDataError(ShoalError):
     """Bytes that do not follow the format: a damaged file, footer, log block or timeline file."""
 

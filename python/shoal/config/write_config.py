@@ -347,27 +347,22 @@ def _only_false(refusal: str) -> Callable[[str], bool]:
     return parse
 
 
-_NO_DUPLICATE_DROPPING = (
-    "dropping incoming records whose keys the table holds is not supported: upsert them, or insert "
-    "with hoodie.merge.allow.duplicate.on.inserts=false to update those keys"
-)
-
-
-def _no_dup_policy(v: str) -> str:
-    if v.strip().lower() != "none":
-        raise ValueError(f"only none is supported; {_NO_DUPLICATE_DROPPING}")
-    return "none"
-
-
-# Hudi's switches for dropping (or failing on) incoming records of keys the table holds; shoal
-# takes them at their defaults, so that a Hudi job's configuration stating those runs unchanged.
+# What an insert does with incoming records of keys the table holds (Hudi's
+# ``HoodieSparkSqlWriter``; ``shoal.write.insert_duplicates``): keep them (none), drop them, or
+# fail the write. ``insert.drop.duplicates=true`` is the older name of ``drop``; ``fail`` wins.
 INSERT_DROP_DUPLICATES = _opt(
     "hoodie.datasource.write.insert.drop.duplicates",
     "false",
-    _only_false(_NO_DUPLICATE_DROPPING),
-    "Only false.",
+    _bool,
+    "Inserts drop incoming records whose keys the table holds (as dup.policy=drop).",
 )
-INSERT_DUP_POLICY = _opt("hoodie.datasource.insert.dup.policy", "none", _no_dup_policy, "Only none.")
+INSERT_DUP_POLICY = _opt(
+    "hoodie.datasource.insert.dup.policy",
+    "NONE",
+    _choice("NONE", "DROP", "FAIL"),
+    "An insert's incoming records of keys the table holds: NONE keeps them, DROP drops them, "
+    "FAIL fails the write (DuplicateKeyError).",
+)
 
 
 _no_meta_sync = _only_false(

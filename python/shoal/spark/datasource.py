@@ -597,6 +597,9 @@ def write_new_file_groups(
     writer = _writer(table)
     timeline = Timeline.load(table.storage, table.config)
     records = _prepare(writer, data, job.operation, timeline)
+    if job.operation == Operation.INSERT:
+        # This write's own files are not committed: only what the table held before counts.
+        records = writer.resolve_insert_duplicates(records, timeline)
     assignment, chunks = writer._plan_bulk_insert(records, timeline)
     pending = _pending(writer, job, assignment, timeline)
     stats = []

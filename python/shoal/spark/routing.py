@@ -40,6 +40,7 @@ from shoal.spark.keys import insert_slots, key_hash, slot_positions
 from shoal.spark.packing import SEQ_COLUMN, PackedWriter, Run
 from shoal.tasks.cow_write import OP_COLUMN, OP_UPSERT
 from shoal.write.assigner import Assignment
+from shoal.write.insert_duplicates import without_held_keys
 from shoal.write.prepare import PARTITION_PATH, RECORD_KEY, check_logged_delete_orderings
 from shoal.write.schema import normalize_types, strip_meta_columns
 from shoal.write.writer import Operation, key_records
@@ -109,6 +110,7 @@ def route_task(
     ordered: bool,
     directory: str,
     batches: Iterator[pa.RecordBatch],
+    held: Any = None,
 ) -> Iterator[pa.RecordBatch]:
     """The route pass over one input partition (``mapInArrow``): keys its records, routes them
     (provisionally, or with a global index by the driver's plan in ``broadcast``) and writes,
@@ -116,7 +118,10 @@ def route_task(
     attempt's packed file in ``directory``; yields the file's run rows and, for provisional
     routes, its count rows (``PASS_SCHEMA``). ``ordered``: each record carries its input
     position (``SEQ_COLUMN``, the value ``monotonically_increasing_id`` would give it), which
-    deduplication needs once records of several input partitions meet."""
+    deduplication needs once records of several input partitions meet. ``held``: for an insert
+    under a duplicate policy, a broadcast of the policy and the table's ``StoredKeys``
+    (``shoal.write.insert_duplicates``): records of keys the table holds are left out here, or
+    fail the write."""
     context = TaskContext.get()
     partition = context.partitionId() if context is not None else 0
     attempt = context.taskAttemptId() if context is not None else 0
@@ -127,6 +132,9 @@ def route_task(
     try:
         for chunk in chunked(batches, PACK_CHUNK_ROWS, PACK_CHUNK_BYTES):
             records = keying.key(chunk)
+            if held is not None:
+                policy, stored = held.value
+                records = without_held_keys(records, stored.held(records), policy)
             if ordered:
                 seq = np.arange(position, position + records.num_rows, dtype=np.int64)
                 records = records.append_column(SEQ_COLUMN, pa.array(seq))

@@ -113,6 +113,7 @@ from shoal.timeline.commit_metadata import WriteStat
 from shoal.timeline.lock import WRITE, table_lock
 from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import Assignment, BucketAssigner
+from shoal.write.insert_duplicates import DuplicatePolicy, duplicate_policy
 from shoal.write.prepare import PARTITION_PATH, RECORD_KEY
 from shoal.write.schema import (
     IS_DELETED_COLUMN,
@@ -301,7 +302,8 @@ class SparkWrite:
             tag_context = self._tag_context(timeline) if spec.tag else None
             t = self._phase("plan_tagging", t)
             tags = self._broadcast(tag_context)
-            pass_rows = self._route_pass(source, spec, table_schema, tags)
+            held = self._held_keys(timeline)
+            pass_rows = self._route_pass(source, spec, table_schema, tags, held)
             counted = pass_counts(pass_rows)
             if bucket_index is not None:
                 # Tags the counted buckets: a table laid out otherwise fails here.
@@ -361,12 +363,26 @@ class SparkWrite:
         finally:
             storage.delete_dir(directory)
 
+    def _held_keys(self, timeline: Timeline) -> Any:
+        """For an insert under a duplicate policy, a broadcast of the policy and what finds the
+        keys the table holds (the route tasks leave their records out, or fail); else None."""
+        policy = duplicate_policy(self.table.write_config)
+        if self.operation != Operation.INSERT or policy == DuplicatePolicy.NONE:
+            return None
+        # The partitions the records fall in are known only to the route tasks.
+        return self._broadcast((policy, self.writer.stored_keys(timeline, None)))
+
     def _route_pass(
-        self, source: DataFrame, spec: KeySpec, table_schema: pa.Schema | None, broadcast: Any
+        self,
+        source: DataFrame,
+        spec: KeySpec,
+        table_schema: pa.Schema | None,
+        broadcast: Any,
+        held: Any = None,
     ) -> pa.Table:
         """The route pass (``shoal.spark.routing``): packs every record into the write's scratch
         directory, by its provisional route or (with a global index) by the plan in
-        ``broadcast``; returns the pass's run and count rows."""
+        ``broadcast``; returns the pass's run and count rows. ``held``: see ``_held_keys``."""
         directory = scratch_dir(self.table.storage, PACKED_DIR_NAME)
         self._scratch.append(directory)
         self.table.storage.makedirs(directory)
@@ -379,7 +395,7 @@ class SparkWrite:
             fill_missing=bool(write_config.get(wc.SCHEMA_ON_WRITE_ADD_COLUMNS)),
         )
         _, _, ordered = self._ordering()
-        task = functools.partial(route_task, spec, keying, broadcast, ordered, directory)
+        task = functools.partial(route_task, spec, keying, broadcast, ordered, directory, held=held)
         with (
             arrow_batches(self.spark, source.schema),
             spark_job(self.spark.sparkContext, f"shoal {self.operation.value.lower()}: route"),

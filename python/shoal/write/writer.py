@@ -22,7 +22,6 @@ from shoal.config import table_config as tc
 from shoal.config.table_config import MergeOrdering, TableConfig, TableType, requested_ordering
 from shoal.config.write_config import (
     ALLOW_DUPLICATE_ON_INSERTS,
-    BLOOM_PRUNE_BY_RANGES,
     BUCKET_INDEX_HASH_FIELD,
     BUCKET_INDEX_NUM_BUCKETS,
     BULKINSERT_SORT_MODE,
@@ -58,7 +57,6 @@ from shoal.index.bloom import BloomIndex, Tagged
 from shoal.index.bucket import BucketIndex
 from shoal.index.global_index import CheckStored, check_stored_slices, tag_globally
 from shoal.index.locate import ITEMS_PER_WORKER, locate_keys
-from shoal.index.simple import SimpleIndex
 from shoal.keygen import KeyGenerator
 from shoal.keygen.options import CONSISTENT_LOGICAL_TIMESTAMP, get_bool
 from shoal.read.mor import MorSliceSpec
@@ -92,6 +90,13 @@ from shoal.write.base_file import BaseFileOptions, avro_schema_for
 from shoal.write.concurrency import Concurrency, check_still_pending, conflicts, heartbeat_stopped_after
 from shoal.write.gather import RowGather, key_ordered_gathers
 from shoal.write.input import to_arrow_table
+from shoal.write.insert_duplicates import (
+    DuplicatePolicy,
+    StoredKeys,
+    duplicate_policy,
+    lookup_index,
+    without_held_keys,
+)
 from shoal.write.prepare import (
     PARTITION_PATH,
     RECORD_KEY,
@@ -234,6 +239,8 @@ class Writer:
             return self._replace(data, operation, timeline)
         records = self._prepare(data, operation, timeline)
         self.bucket_index()  # bad bucket index options fail before a rollback changes the timeline
+        if operation == Operation.INSERT:
+            records = self.resolve_insert_duplicates(records, timeline)
         timeline = self.rollback_failed_writes(timeline)
         timeline = self.compact_before_widening(timeline, records.schema)
         view = FileSystemView(self.storage, timeline, partitions=self.partitions_to_list(records))
@@ -290,6 +297,35 @@ class Writer:
             check_logged_delete_orderings(keyed, self.config.precombine_field)
         return finish_records(
             keyed, operation, self.config.precombine_field, self.combine(operation), self.wc.global_index
+        )
+
+    def resolve_insert_duplicates(self, records: pa.Table, timeline: Timeline) -> pa.Table:
+        """An insert's records (keyed) under the insert duplicate policy
+        (``shoal.write.insert_duplicates``): without those of keys the table holds, or
+        DuplicateKeyError when the policy is to fail."""
+        policy = duplicate_policy(self.wc)
+        if policy == DuplicatePolicy.NONE or not records.num_rows:
+            return records
+        stored = self.stored_keys(timeline, self.partitions_to_list(records))
+        return without_held_keys(records, stored.held(records), policy)
+
+    def stored_keys(self, timeline: Timeline, partitions: list[str] | None) -> StoredKeys:
+        """What finds the keys the latest slices of ``partitions`` (None: every partition) hold."""
+        by_partition: dict[str, list[FileSlice]] = defaultdict(list)
+        for sl in FileSystemView(self.storage, timeline, partitions=partitions).latest_file_slices():
+            by_partition[sl.partition_path].append(sl)
+        bucket_index = self.bucket_index()
+        return StoredKeys(
+            base_uri=self.storage.base_uri,
+            write_options=dict(self.wc.raw),
+            slices=dict(by_partition),
+            global_index=self.wc.global_index,
+            buckets=(
+                None if bucket_index is None else (tuple(bucket_index.hash_fields), bucket_index.num_buckets)
+            ),
+            completed_instants=tuple(i.requested_time for i in timeline.completed_data_instants()),
+            ordering_field=self.config.precombine_field,
+            event_time_ordering=self.config.merge_ordering == MergeOrdering.EVENT_TIME,
         )
 
     def partitions_to_list(self, records: pa.Table) -> list[str] | None:
@@ -934,9 +970,7 @@ def make_index(
         )
     if not looks_up_keys(wc, operation):
         return None
-    if wc.get(INDEX_TYPE) in ("SIMPLE", "GLOBAL_SIMPLE"):
-        return SimpleIndex(storage, cache_keys=cache_keys)
-    return BloomIndex(storage, prune_by_ranges=wc.get(BLOOM_PRUNE_BY_RANGES), cache_keys=cache_keys)
+    return lookup_index(storage, wc, cache_keys)
 
 
 def replaced_file_groups(
@@ -996,7 +1030,11 @@ def looks_up_keys(wc: WriteConfig, operation: Operation) -> bool:
     """Whether ``operation`` looks its records' keys up in the table's index."""
     if operation in WRITES_NEW_FILE_GROUPS or operation == Operation.DELETE_PARTITION:
         return False
-    return not (operation == Operation.INSERT and wc.get(ALLOW_DUPLICATE_ON_INSERTS))
+    if operation != Operation.INSERT:
+        return True
+    # Under a duplicate policy the records left hold no key the table holds: nothing to merge
+    # (Hudi allows duplicates on inserts then).
+    return not wc.get(ALLOW_DUPLICATE_ON_INSERTS) and duplicate_policy(wc) == DuplicatePolicy.NONE
 
 
 def run_write_task(
