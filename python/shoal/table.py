@@ -251,7 +251,9 @@ class Table:
         return self._writer(options).write(data, Operation.UPSERT).instant
 
     def insert(self, data: Any, options: Mapping[str, Any] | None = None) -> str:
-        """Inserts records without an index lookup (duplicates of existing keys are kept)."""
+        """Inserts records; returns the instant time. Records of keys the table holds are kept
+        beside the stored ones, unless ``hoodie.datasource.insert.dup.policy`` is ``drop``
+        (they are left out) or ``fail`` (DuplicateKeyError, nothing written)."""
         return self._writer(options).write(data, Operation.INSERT).instant
 
     def bulk_insert(self, data: Any, options: Mapping[str, Any] | None = None) -> str:
