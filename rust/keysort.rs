@@ -2,11 +2,18 @@
 //! default GLOBAL_SORT mode), so it sorts every partition's keys, and every base file records its
 //! least and greatest key in the footer (HUDI_FORMAT §6.1).
 //!
-//! Keys compare as bytes (UTF-8 order), like Arrow's string sort, and the sort is stable. Most of
+//! The footer bounds are in Java's `String.compareTo` order (UTF-16 code units), which Hudi
+//! writes them in and prunes files by: a key past a bound in that order is out of the file's
+//! range. It differs from byte (code point) order only where a supplementary character (UTF-8
+//! lead byte 0xF0..0xF4, a surrogate pair in UTF-16) meets one of U+E000..U+FFFF (lead byte 0xEE
+//! or 0xEF): the pair is the lesser in UTF-16. See [`cmp_utf16`].
+//!
+//! The sort orders keys as bytes (UTF-8 order), like Arrow's string sort, and is stable. Most of
 //! the work is a sort of `(8-byte big-endian prefix, row)` pairs, which needs no access to the key
 //! bytes; only rows whose prefixes tie are compared as whole keys. Arrow's comparison sort instead
 //! follows offsets into the value buffer at every comparison, about 6x slower on UUID keys.
 
+use std::cmp::Ordering;
 use std::collections::HashSet;
 
 use arrow_array::cast::AsArray;
@@ -106,18 +113,114 @@ pub fn held_by(probe: &dyn Array, stored: &dyn Array) -> Result<BooleanArray> {
     })
 }
 
-/// The least and the greatest key by bytes (what a base file footer records as its min/max
-/// record key), nulls ignored; `None` when there is no valid key.
+/// The least and the greatest key in UTF-16 code-unit order ([`cmp_utf16`]), what a base file
+/// footer records as its min/max record key; nulls ignored, `None` when there is no valid key.
+///
+/// The bounds by bytes come first, in the memcmp loop byte order needs. A least key by bytes
+/// without a byte of 0xEE or more compares with every other key as bytes do ([`Bound`]), so it
+/// is the least in UTF-16 order too, and likewise the greatest: only a bound with such a byte
+/// (a character of U+E000 and up) takes a second pass comparing in UTF-16 order.
 pub fn bounds(keys: &dyn Array) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
     with_values!(keys, "key bounds", |value| {
-        let mut valid = (0..keys.len()).filter(|&i| keys.is_valid(i)).map(value);
-        valid.next().map(|first| {
-            let (lo, hi) = valid.fold((first, first), |(lo, hi), k| {
+        let valid = || (0..keys.len()).filter(|&i| keys.is_valid(i)).map(&value);
+        let mut by_bytes = valid();
+        by_bytes.next().map(|first| {
+            let (mut lo, mut hi) = by_bytes.fold((first, first), |(lo, hi), k| {
                 (if k < lo { k } else { lo }, if k > hi { k } else { hi })
             });
+            if Bound::new(lo).reordered {
+                lo = valid().min_by(|a, b| cmp_utf16(a, b)).unwrap_or(lo);
+            }
+            if Bound::new(hi).reordered {
+                hi = valid().max_by(|a, b| cmp_utf16(a, b)).unwrap_or(hi);
+            }
             (lo.to_vec(), hi.to_vec())
         })
     })
+}
+
+/// For each key, whether it lies within `[lo, hi]` in UTF-16 code-unit order ([`cmp_utf16`]):
+/// the range test of bloom index pruning against a footer's min/max record key, done as Hudi
+/// does it. A null key gives null, as Arrow's comparisons do.
+pub fn in_range(keys: &dyn Array, lo: &[u8], hi: &[u8]) -> Result<BooleanArray> {
+    let (lo, hi) = (Bound::new(lo), Bound::new(hi));
+    with_values!(keys, "key range", |value| {
+        (0..keys.len())
+            .map(|i| {
+                keys.is_valid(i).then(|| {
+                    let k = value(i);
+                    !lo.cmp(k).is_gt() && !hi.cmp(k).is_lt()
+                })
+            })
+            .collect::<BooleanArray>()
+    })
+}
+
+/// A key that many keys are compared with, knowing whether byte order compares with it exactly.
+struct Bound<'a> {
+    key: &'a [u8],
+    // Whether the key has a byte of 0xEE or more: without one, wherever another key first
+    // differs from it, [`cmp_utf16`] ranks both bytes as they are, so a memcmp gives its answer
+    // (all that ASCII keys, UUIDs say, ever take).
+    reordered: bool,
+}
+
+impl<'a> Bound<'a> {
+    fn new(key: &'a [u8]) -> Self {
+        Bound {
+            key,
+            // `is_ascii` goes a word at a time.
+            reordered: !key.is_ascii() && key.iter().any(|&b| b >= 0xEE),
+        }
+    }
+
+    /// This bound against `key`, in UTF-16 code-unit order.
+    #[inline]
+    fn cmp(&self, key: &[u8]) -> Ordering {
+        if self.reordered {
+            cmp_utf16(self.key, key)
+        } else {
+            self.key.cmp(key)
+        }
+    }
+}
+
+/// Compares UTF-8 keys as Java's `String.compareTo` compares them, by UTF-16 code units.
+///
+/// Byte order is code point order, and UTF-16 order agrees with it except that a surrogate pair
+/// (U+10000 and up: UTF-8 lead byte 0xF0..0xF4) is less than U+E000..U+FFFF (lead bytes 0xEE,
+/// 0xEF). Where two valid UTF-8 strings first differ, both bytes are lead bytes of the
+/// characters that differ, or both continuation bytes of characters with the same lead byte (so
+/// of the same width, ordered alike both ways); only the first case with 0xEE/0xEF against
+/// 0xF0 and up needs turning round. Lexicographic order with 0xEE and 0xEF ranked above every
+/// other byte is exactly that, and stays a total order on any bytes, UTF-8 or not, so keys
+/// with bad bytes get an order rather than an error. Keys without a byte of 0xEE or more (all
+/// of ASCII, say) compare as bytes.
+pub fn cmp_utf16(a: &[u8], b: &[u8]) -> Ordering {
+    match mismatch(a, b) {
+        Some(i) => utf16_rank(a[i]).cmp(&utf16_rank(b[i])),
+        None => a.len().cmp(&b.len()),
+    }
+}
+
+/// The first position where `a` and `b` differ, if within both. Skips equal 8-byte words
+/// first: keys often share long prefixes ("key-0000...", a date).
+#[inline]
+fn mismatch(a: &[u8], b: &[u8]) -> Option<usize> {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n && a[i..i + 8] == b[i..i + 8] {
+        i += 8;
+    }
+    (i..n).find(|&j| a[j] != b[j])
+}
+
+#[inline]
+fn utf16_rank(byte: u8) -> u16 {
+    match byte {
+        0xEE | 0xEF => u16::from(byte) + 0x100,
+        _ => u16::from(byte),
+    }
 }
 
 /// The first 8 bytes of `key` as a big-endian integer, zero-padded: prefixes order as the keys
@@ -168,7 +271,6 @@ fn sort_by<'a>(keys: &dyn Array, value: impl Fn(usize) -> &'a [u8]) -> UInt64Arr
 mod tests {
     use super::*;
     use arrow_array::{BinaryArray, LargeStringArray, StringArray, StringViewArray};
-    use std::cmp::Ordering;
 
     /// Whether `indices` is the stable ascending order of `keys` (a test oracle).
     fn is_stable_order(keys: &[Option<&[u8]>], indices: &[u64]) -> bool {
@@ -247,7 +349,7 @@ mod tests {
     }
 
     #[test]
-    fn bounds_by_bytes_ignoring_nulls() {
+    fn bounds_ignore_nulls() {
         let keys = StringArray::from(vec![Some("b"), None, Some("ab"), Some("é"), Some("a")]);
         let (lo, hi) = bounds(&keys).unwrap().unwrap();
         assert_eq!((lo.as_slice(), hi.as_slice()), (&b"a"[..], "é".as_bytes()));
@@ -264,6 +366,180 @@ mod tests {
             bounds(&StringArray::from(Vec::<&str>::new())).unwrap(),
             None
         );
+    }
+
+    /// Java's `String.compareTo`: UTF-16 code units (the oracle the order is checked against).
+    fn java_cmp(a: &str, b: &str) -> Ordering {
+        a.encode_utf16().cmp(b.encode_utf16())
+    }
+
+    /// Deterministic pseudo-random strings over characters at the edges of the UTF-8 widths
+    /// and of the range where UTF-16 and byte order part (U+E000..U+FFFF against U+10000 up).
+    fn tricky_strings(n: usize) -> Vec<String> {
+        let alphabet = [
+            'a',
+            'z',
+            '\0',
+            'é',
+            '\u{7ff}',
+            '\u{800}',
+            '\u{d7ff}',
+            '\u{e000}',
+            '\u{f8ff}',
+            '\u{fffd}',
+            '\u{ffff}',
+            '\u{10000}',
+            '\u{1f600}',
+            '\u{10ffff}',
+        ];
+        let mut x = 0x2545_f491u32;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                let len = (x % 11) as usize;
+                let mut y = x;
+                (0..len)
+                    .map(|_| {
+                        y = y.wrapping_mul(0x9e37_79b9).wrapping_add(7);
+                        alphabet[(y >> 16) as usize % alphabet.len()]
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn cmp_utf16_is_javas_order() {
+        assert_eq!(
+            cmp_utf16("a\u{1f600}".as_bytes(), "a\u{e000}".as_bytes()),
+            Ordering::Less
+        );
+        assert_eq!(
+            cmp_utf16("\u{ffff}".as_bytes(), "\u{10000}".as_bytes()),
+            Ordering::Greater
+        );
+        // Long shared prefixes take the word-at-a-time skip.
+        assert_eq!(
+            cmp_utf16(
+                "key-00000000\u{e000}".as_bytes(),
+                "key-00000000\u{1f600}".as_bytes()
+            ),
+            Ordering::Greater
+        );
+        assert_eq!(
+            cmp_utf16(b"key-000000001", b"key-00000000"),
+            Ordering::Greater
+        );
+        let keys = tricky_strings(400);
+        for a in &keys {
+            for b in &keys {
+                assert_eq!(
+                    cmp_utf16(a.as_bytes(), b.as_bytes()),
+                    java_cmp(a, b),
+                    "{a:?} vs {b:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn bounds_are_in_utf16_order() {
+        let keys = ["a\u{e000}", "a\u{1f600}", "b\u{ffff}", "b\u{10000}"];
+        let (lo, hi) = bounds(&StringArray::from(keys.to_vec())).unwrap().unwrap();
+        // By bytes the least would be "a\u{e000}" and the greatest "b\u{10000}".
+        assert_eq!(
+            (lo.as_slice(), hi.as_slice()),
+            ("a\u{1f600}".as_bytes(), "b\u{ffff}".as_bytes())
+        );
+        let many = tricky_strings(3000);
+        let expected = (
+            many.iter().min_by(|a, b| java_cmp(a, b)).unwrap(),
+            many.iter().max_by(|a, b| java_cmp(a, b)).unwrap(),
+        );
+        let values: Vec<&str> = many.iter().map(String::as_str).collect();
+        let (lo, hi) = bounds(&LargeStringArray::from(values)).unwrap().unwrap();
+        assert_eq!(
+            (lo.as_slice(), hi.as_slice()),
+            (expected.0.as_bytes(), expected.1.as_bytes())
+        );
+    }
+
+    #[test]
+    fn in_range_is_javas_range_test() {
+        let keys = StringArray::from(vec![
+            Some("x\u{1f600}"),
+            Some("x\u{e000}"),
+            None,
+            Some("x"),
+            Some("x\u{ffff}"),
+            Some("y"),
+        ]);
+        // Bounds as Hudi writes them: by bytes "x\u{1f600}" would be above "x\u{e000}".
+        let got = in_range(&keys, "x\u{1f600}".as_bytes(), "x\u{e000}".as_bytes()).unwrap();
+        assert_eq!(
+            got.iter().collect::<Vec<_>>(),
+            vec![
+                Some(true),
+                Some(true),
+                None,
+                Some(false),
+                Some(false),
+                Some(false)
+            ]
+        );
+        let many = tricky_strings(2000);
+        let values: Vec<&str> = many.iter().map(String::as_str).collect();
+        let array = StringViewArray::from(values);
+        // Bounds with and without characters that UTF-16 orders apart from bytes.
+        let pairs = [("a", "z\u{e000}"), ("\u{10000}", "\u{fffd}"), ("a", "zz")];
+        let drawn = many
+            .chunks(2)
+            .take(20)
+            .map(|p| (p[0].as_str(), p[1].as_str()));
+        for (lo, hi) in pairs.into_iter().chain(drawn) {
+            let got = in_range(&array, lo.as_bytes(), hi.as_bytes()).unwrap();
+            for (k, g) in many.iter().zip(got.iter()) {
+                let expected = java_cmp(k, lo).is_ge() && java_cmp(k, hi).is_le();
+                assert_eq!(g, Some(expected), "{k:?} in [{lo:?}, {hi:?}]");
+            }
+        }
+        assert!(matches!(
+            in_range(&arrow_array::Int32Array::from(vec![1]), b"a", b"b"),
+            Err(Error::Unsupported(_))
+        ));
+    }
+
+    #[test]
+    fn bad_bytes_get_a_total_order_not_a_panic() {
+        let odd: [&[u8]; 8] = [
+            b"\xff",
+            b"\xee",
+            b"\xef\x80",
+            b"\xf0",
+            b"\xf5\xee",
+            b"\x80",
+            b"",
+            b"a",
+        ];
+        for a in odd {
+            for b in odd {
+                assert_eq!(cmp_utf16(a, b), cmp_utf16(b, a).reverse());
+                for c in odd {
+                    if cmp_utf16(a, b).is_le() && cmp_utf16(b, c).is_le() {
+                        assert!(cmp_utf16(a, c).is_le());
+                    }
+                }
+            }
+        }
+        let bounds = bounds(&BinaryArray::from(odd.to_vec())).unwrap().unwrap();
+        assert_eq!(
+            (bounds.0.as_slice(), bounds.1.as_slice()),
+            (&b""[..], &b"\xef\x80"[..])
+        );
+        let got = in_range(&BinaryArray::from(odd.to_vec()), b"\xf0", b"\xee").unwrap();
+        assert_eq!(got.true_count(), 4);
     }
 
     #[test]

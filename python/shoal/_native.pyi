@@ -60,7 +60,9 @@ def sort_key_indices(keys: pa.Array | Any) -> pa.UInt64Array:
     """Row indices sorting a string or binary array ascending by bytes, stably, nulls last."""
 
 def key_bounds(keys: pa.Array | Any) -> tuple[str, str] | None:
-    """The least and greatest key of a string array by bytes, nulls ignored; None if none is valid."""
+    """The least and greatest key of a string array in UTF-16 code-unit order (Java's
+    ``String.compareTo``, the order of Hudi's footer min/max record keys), nulls ignored; None if
+    none is valid."""
 
 def keys_distinct(keys: pa.Array | Any) -> bool:
     """Whether no two valid keys of a string or binary array are equal (nulls ignored)."""
@@ -68,6 +70,11 @@ def keys_distinct(keys: pa.Array | Any) -> bool:
 def keys_held_by(probe: pa.Array | Any, stored: pa.Array | Any) -> pa.BooleanArray:
     """For each key of ``probe``, whether ``stored`` holds it (null keys: false); both string or
     binary arrays."""
+
+def keys_in_range(keys: pa.Array | Any, lo: str, hi: str) -> pa.BooleanArray:
+    """For each key of a string or binary array, whether it lies within ``[lo, hi]`` in UTF-16
+    code-unit order, as Hudi's bloom index tests keys against a footer's min/max record key
+    (null keys give null)."""
 
 # --- base file decoding (rust/base_file) ---------------------------------------------------------
 

@@ -19,7 +19,9 @@ fn sort_key_indices<'py>(py: Python<'py>, keys: PyArray) -> PyResult<Bound<'py, 
     py.import("pyarrow")?.getattr("array")?.call1((exported,))
 }
 
-/// The least and greatest key of a string array by bytes, nulls ignored; None if no key is valid.
+/// The least and greatest key of a string array in UTF-16 code-unit order (Java's
+/// `String.compareTo`, what Hudi's footer min/max record keys are in), nulls ignored; None if no
+/// key is valid.
 #[pyfunction]
 fn key_bounds(py: Python<'_>, keys: PyArray) -> PyResult<Option<(String, String)>> {
     let bounds = py
@@ -59,11 +61,30 @@ fn keys_held_by<'py>(
     py.import("pyarrow")?.getattr("array")?.call1((exported,))
 }
 
+/// For each key of a string or binary array, whether it lies within `[lo, hi]` in UTF-16
+/// code-unit order, as Hudi's bloom index tests keys against a footer's min/max record key (null
+/// keys give null). Returns a `pyarrow.BooleanArray`.
+#[pyfunction]
+fn keys_in_range<'py>(
+    py: Python<'py>,
+    keys: PyArray,
+    lo: &str,
+    hi: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (lo, hi) = (lo.as_bytes(), hi.as_bytes());
+    let inside = py
+        .detach(|| crate::keysort::in_range(keys.as_ref().as_ref(), lo, hi))
+        .map_err(to_py_err)?;
+    let exported = Bound::new(py, PyArray::from_array_ref(Arc::new(inside)))?;
+    py.import("pyarrow")?.getattr("array")?.call1((exported,))
+}
+
 /// Adds record-key ordering to `_native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sort_key_indices, m)?)?;
     m.add_function(wrap_pyfunction!(key_bounds, m)?)?;
     m.add_function(wrap_pyfunction!(keys_distinct, m)?)?;
     m.add_function(wrap_pyfunction!(keys_held_by, m)?)?;
+    m.add_function(wrap_pyfunction!(keys_in_range, m)?)?;
     Ok(())
 }

@@ -16,6 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from shoal import _native
+from shoal.arrays import contiguous
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice
 from shoal.index.footer import KeyFooter, read_key_footer
@@ -23,6 +25,8 @@ from shoal.index.membership import held_by
 from shoal.read.snapshot import read_base_file
 
 RECORD_KEY = "_hoodie_record_key"
+# The least character whose UTF-16 order (above the surrogates) differs from its code point order.
+_UTF16_REORDERED = "\ue000"
 
 
 class BloomIndex:
@@ -203,7 +207,7 @@ class BloomIndex:
         idx: pa.Array | None = None
         probe = keys
         if self.prune_by_ranges and footer.min_key is not None and footer.max_key is not None:
-            in_range = pc.and_(pc.greater_equal(keys, footer.min_key), pc.less_equal(keys, footer.max_key))
+            in_range = _in_key_range(keys, footer.min_key, footer.max_key)
             idx = pc.indices_nonzero(in_range)
             if len(idx) == 0:
                 return None
@@ -216,6 +220,16 @@ class BloomIndex:
             idx = sel if idx is None else idx.take(sel)
             probe = probe.take(sel)
         return idx, probe
+
+
+def _in_key_range(keys: pa.Array, lo: str, hi: str) -> pa.Array:
+    """Per key, whether it lies within a footer's ``[lo, hi]`` in UTF-16 code-unit order, which
+    Hudi writes the bounds in and prunes by. Arrow compares bytes (code point order), which
+    differs only where a key and a bound first differ at a character of U+E000..U+FFFF against
+    one of U+10000 and up; bounds without the former (UUIDs, any ASCII key) keep Arrow's kernel."""
+    if max(lo, default="") < _UTF16_REORDERED and max(hi, default="") < _UTF16_REORDERED:
+        return pc.and_(pc.greater_equal(keys, lo), pc.less_equal(keys, hi))
+    return _native.keys_in_range(contiguous(keys), lo, hi)
 
 
 @dataclass(frozen=True)

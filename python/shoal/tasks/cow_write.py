@@ -421,7 +421,10 @@ def _extended_key_footer(
     min_key, max_key = lo.decode(), hi.decode()
     bounds = _native.key_bounds(new_keys) if len(new_keys) else None
     if bounds is not None:
-        min_key, max_key = min(min_key, bounds[0]), max(max_key, bounds[1])
+        # Not Python's min/max: the footer is in Java's UTF-16 order, not code point order.
+        both = _native.key_bounds(pa.array([min_key, max_key, *bounds], pa.string()))
+        assert both is not None
+        min_key, max_key = both
     return KeyFooterValues(min_key, max_key, bloom)
 
 
