@@ -15,8 +15,7 @@ pytest.importorskip("pyspark")
 import shoal
 from shoal.spark.datasource import register
 from shoal.spark.write import write as spark_write
-from tests.hudi_oracle import hudi_rs_read, rows_by
-from tests.test_insert_dup_policy import COLUMNS, DROP, FAIL, INCOMING, KEPT, STORED, _batch
+from tests.test_insert_dup_policy import DROP, FAIL, INCOMING, KEPT, STORED, _batch, _check, _table, _timeline
 
 OPTIONS = {
     "hoodie.table.name": "t",
@@ -27,32 +26,14 @@ OPTIONS = {
 }
 
 
-def _stored_table(path: Path, table_type: str, index: str) -> str:
-    t = shoal.Table.create(
-        str(path),
-        name="t",
-        table_type=table_type,
-        record_key="id",
-        partition_by="part",
-        ordering_field="ts",
-        options={"hoodie.index.type": index, "hoodie.bucket.index.num.buckets": "2"},
-    )
+def _stored_table(tmp_path: Path, table_type: str, index: str) -> str:
+    t = _table(tmp_path, table_type, **{"hoodie.index.type": index, "hoodie.bucket.index.num.buckets": "2"})
     t.insert(_batch(STORED))
-    return str(path)
+    return t.path
 
 
-def _expected(rows: list[tuple[str, str, int, int]]) -> list[dict]:
-    return rows_by(_batch(rows), COLUMNS, COLUMNS)
-
-
-def _check(path: str, rows: list[tuple[str, str, int, int]]) -> None:
-    expected = _expected(rows)
-    assert rows_by(shoal.Table(path).read(columns=COLUMNS), COLUMNS, COLUMNS) == expected
-    assert rows_by(hudi_rs_read(path), COLUMNS, COLUMNS) == expected
-
-
-def _timeline(path: str) -> list[str]:
-    return sorted(p.name for p in (Path(path) / ".hoodie").iterdir() if p.is_file())
+def _check_path(path: str, rows: list[tuple[str, str, int, int]]) -> None:
+    _check(shoal.Table(path), rows)
 
 
 @pytest.mark.parametrize(
@@ -60,26 +41,26 @@ def _timeline(path: str) -> list[str]:
     [("COPY_ON_WRITE", "BLOOM"), ("MERGE_ON_READ", "BUCKET"), ("MERGE_ON_READ", "GLOBAL_SIMPLE")],
 )
 def test_spark_write_drops_records_of_held_keys(spark, tmp_path, table_type, index):
-    path = _stored_table(tmp_path / "t", table_type, index)
+    path = _stored_table(tmp_path, table_type, index)
     df = spark.createDataFrame(_batch(INCOMING).to_pandas()).repartition(2)
     spark_write(df, path, "insert", {**OPTIONS, "hoodie.index.type": index, **DROP})
-    _check(path, STORED + KEPT)
+    _check_path(path, STORED + KEPT)
 
 
 def test_spark_write_fails_on_held_keys_and_changes_nothing(spark, tmp_path):
-    path = _stored_table(tmp_path / "t", "MERGE_ON_READ", "BLOOM")
-    before = _timeline(path)
+    path = _stored_table(tmp_path, "MERGE_ON_READ", "BLOOM")
+    before = _timeline(shoal.Table(path))
     df = spark.createDataFrame(_batch(INCOMING).to_pandas())
     with pytest.raises(shoal.DuplicateKeyError, match="'b', 'c'"):
         spark_write(df, path, "insert", {**OPTIONS, **FAIL})
-    assert _timeline(path) == before
-    _check(path, STORED)
+    assert _timeline(shoal.Table(path)) == before
+    _check_path(path, STORED)
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 def test_data_source_write_drops_records_of_held_keys(spark, tmp_path, table_type):
     register(spark)
-    path = _stored_table(tmp_path / "t", table_type, "BLOOM")
+    path = _stored_table(tmp_path, table_type, "BLOOM")
     df = spark.createDataFrame(_batch(INCOMING).to_pandas()).repartition(2)
     (
         df.write.format("shoal")
@@ -88,12 +69,12 @@ def test_data_source_write_drops_records_of_held_keys(spark, tmp_path, table_typ
         .mode("append")
         .save(path)
     )
-    _check(path, STORED + KEPT)
+    _check_path(path, STORED + KEPT)
 
 
 def test_data_source_write_fails_on_held_keys(spark, tmp_path):
     register(spark)
-    path = _stored_table(tmp_path / "t", "COPY_ON_WRITE", "BLOOM")
+    path = _stored_table(tmp_path, "COPY_ON_WRITE", "BLOOM")
     df = spark.createDataFrame(_batch(INCOMING).to_pandas())
     with pytest.raises(Exception, match="DuplicateKeyError"):
         (
@@ -103,9 +84,9 @@ def test_data_source_write_fails_on_held_keys(spark, tmp_path):
             .mode("append")
             .save(path)
         )
-    _check(path, STORED)
+    _check_path(path, STORED)
     # The failed write was rolled back: the next one commits.
     spark.createDataFrame(_batch(KEPT).to_pandas()).write.format("shoal").options(**OPTIONS, **FAIL).option(
         "hoodie.datasource.write.operation", "insert"
     ).mode("append").save(path)
-    _check(path, STORED + KEPT)
+    _check_path(path, STORED + KEPT)
