@@ -105,7 +105,6 @@ def test_missing_partition_field(table):
         {"hoodie.parquet.max.file.size": "lots"},
         {"hoodie.index.type": "MAGIC"},
         {"hoodie.bulkinsert.sort.mode": "SHUFFLE"},
-        {"hoodie.parquet.small.file.limit": "200", "hoodie.parquet.max.file.size": "100"},
         {5: "x"},
         {None: "x"},
         [("hoodie.index.type", "BLOOM")],

@@ -662,12 +662,6 @@ class WriteConfig:
             )
         if self.get(DROP_PARTITION_COLUMNS):
             raise InvalidOptionError("hoodie.datasource.write.drop.partition.columns=true is not supported")
-        both_set = self.is_set(PARQUET_SMALL_FILE_LIMIT) and self.is_set(PARQUET_MAX_FILE_SIZE)
-        if both_set and self.get(PARQUET_SMALL_FILE_LIMIT) >= self.get(PARQUET_MAX_FILE_SIZE):
-            raise InvalidOptionError(
-                f"{PARQUET_SMALL_FILE_LIMIT} ({self.get(PARQUET_SMALL_FILE_LIMIT)}) must be below "
-                f"{PARQUET_MAX_FILE_SIZE} ({self.get(PARQUET_MAX_FILE_SIZE)})"
-            )
         if self.optimistic_concurrency and self.get(FAILED_WRITES_CLEANER_POLICY) == "EAGER":
             raise InvalidOptionError(
                 f"{FAILED_WRITES_CLEANER_POLICY}=EAGER with {WRITE_CONCURRENCY_MODE}="
