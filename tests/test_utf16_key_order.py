@@ -85,8 +85,18 @@ def test_pruning_keeps_every_key_of_a_file_with_hudi_bounds():
     for _ in range(100):
         keys = _random_keys(rng, 30)
         lo, hi = sorted(_random_keys(rng, 2), key=java_key)
-        expected = [k for k in keys if java_key(lo) <= java_key(k) <= java_key(hi)]
+        # A key either order admits is kept: shoal wrote bounds in byte order before.
+        expected = [k for k in keys if java_key(lo) <= java_key(k) <= java_key(hi) or lo <= k <= hi]
         assert _prune(keys, lo, hi) == expected
+
+
+def test_pruning_keeps_every_key_of_a_file_with_bounds_in_byte_order():
+    """Files shoal wrote before its bounds were in UTF-16 order carry them in code point order:
+    an upsert of their keys must still find them."""
+    held = ["a", "a" + PRIVATE + "x", "a" + SMILE]
+    lo, hi = min(held), max(held)  # code point order: ("a", "a\U0001f600")
+    assert java_key(hi) < java_key("a" + PRIVATE + "x"), "Java's order puts this key past hi"
+    assert _prune([*held, "b", "A"], lo, hi) == held
 
 
 def test_ascii_bounds_keep_arrows_comparison(monkeypatch):
@@ -99,21 +109,36 @@ def test_ascii_bounds_keep_arrows_comparison(monkeypatch):
     assert _prune(keys, "1", "a") == ["5" + SMILE, "5" + PRIVATE, "9"]
 
 
-def test_merge_extending_the_footer_keeps_utf16_bounds():
-    old = ["a" + PRIVATE, "b" + SMILE]
-    inserted = ["a" + SMILE, "b" + PRIVATE]
-    opts = BaseFileOptions(table_name="t")
-    value = _native.bloom_footer_for_keys(pa.array(old))
-    footer = {
+def _key_footer(keys: list[str], lo: str, hi: str) -> dict[bytes, bytes]:
+    value = _native.bloom_footer_for_keys(pa.array(keys))
+    return {
         b"org.apache.hudi.bloomfilter": value.encode(),
         b"hoodie_bloom_filter_type_code": b"DYNAMIC_V0",
-        b"hoodie_min_record_key": java_bounds(old)[0].encode(),
-        b"hoodie_max_record_key": java_bounds(old)[1].encode(),
+        b"hoodie_min_record_key": lo.encode(),
+        b"hoodie_max_record_key": hi.encode(),
     }
-    got = cow_write._extended_key_footer(footer, opts, pa.chunked_array([pa.array(inserted)]))
+
+
+def test_merge_extending_the_footer_keeps_utf16_bounds():
+    old = ["a", "a!"]
+    inserted = ["a" + SMILE, "a" + PRIVATE]
+    footer = _key_footer(old, *java_bounds(old))
+    got = cow_write._extended_key_footer(
+        footer, BaseFileOptions(table_name="t"), pa.chunked_array([pa.array(inserted)])
+    )
     assert got is not None
-    # Code point order would give ("a\ue000", "b\U0001f600").
-    assert (got.min_key, got.max_key) == java_bounds(old + inserted) == ("a" + SMILE, "b" + PRIVATE)
+    # Code point order would give ("a", "a\U0001f600").
+    assert (got.min_key, got.max_key) == java_bounds(old + inserted) == ("a", "a" + PRIVATE)
+
+
+def test_merge_recomputes_bounds_whose_order_depends_on_the_writer():
+    """Old bounds holding a character from U+E000 may be in byte order (shoal before UTF-16
+    bounds): extending them could leave a key outside; the bounds come from the records."""
+    old = ["a" + PRIVATE, "b" + SMILE]
+    for lo, hi in (java_bounds(old), (min(old), max(old))):
+        footer = _key_footer(old, lo, hi)
+        inserted = pa.chunked_array([pa.array(["a" + SMILE])])
+        assert cow_write._extended_key_footer(footer, BaseFileOptions(table_name="t"), inserted) is None
 
 
 def _base_files(path: str) -> list[Path]:
@@ -187,7 +212,7 @@ def test_upserts_find_keys_of_a_file_hudi_wrote(tmp_path, table_type, monkeypatc
 
 def test_merge_inserting_keys_writes_utf16_bounds(tmp_path, monkeypatch):
     t = _table(tmp_path, "COPY_ON_WRITE")
-    t.insert(_rows(["a" + PRIVATE, "b" + SMILE], 1, 0))
+    t.insert(_rows(["a", "a!"], 1, 0))
     extended = []
     real = cow_write._extended_key_footer
 
@@ -196,8 +221,8 @@ def test_merge_inserting_keys_writes_utf16_bounds(tmp_path, monkeypatch):
         return extended[-1]
 
     monkeypatch.setattr(cow_write, "_extended_key_footer", spy)
-    t.upsert(_rows(["a" + SMILE, "b" + PRIVATE], 2, 1))
+    t.upsert(_rows(["a" + SMILE, "a" + PRIVATE], 2, 1))
     assert extended and extended[-1] is not None
     [f] = [p for p in _base_files(t.path) if len(_file_keys(p)) == 4]
-    assert _footer_bounds(f) == java_bounds(_file_keys(f)) == ("a" + SMILE, "b" + PRIVATE)
-    assert _one_row_per_key(t) == {"a" + PRIVATE: 0, "b" + SMILE: 0, "a" + SMILE: 1, "b" + PRIVATE: 1}
+    assert _footer_bounds(f) == java_bounds(_file_keys(f)) == ("a", "a" + PRIVATE)
+    assert _one_row_per_key(t) == {"a": 0, "a!": 0, "a" + SMILE: 1, "a" + PRIVATE: 1}

@@ -223,13 +223,16 @@ class BloomIndex:
 
 
 def _in_key_range(keys: pa.Array, lo: str, hi: str) -> pa.Array:
-    """Per key, whether it lies within a footer's ``[lo, hi]`` in UTF-16 code-unit order, which
-    Hudi writes the bounds in and prunes by. Arrow compares bytes (code point order), which
-    differs only where a key and a bound first differ at a character of U+E000..U+FFFF against
-    one of U+10000 and up; bounds without the former (UUIDs, any ASCII key) keep Arrow's kernel."""
+    """Per key, whether it may lie within a footer's ``[lo, hi]``: in UTF-16 code-unit order,
+    which Hudi writes the bounds in and prunes by, or in byte (code point) order, which shoal
+    wrote them in before 2026-11-24. Pruning only spares reads, so a key either order admits is
+    kept. The orders differ only where a key and a bound first differ at a character of
+    U+E000..U+FFFF against one of U+10000 and up; bounds without the former (UUIDs, any ASCII
+    key) take Arrow's byte comparison alone."""
+    by_bytes = pc.and_(pc.greater_equal(keys, lo), pc.less_equal(keys, hi))
     if max(lo, default="") < _UTF16_REORDERED and max(hi, default="") < _UTF16_REORDERED:
-        return pc.and_(pc.greater_equal(keys, lo), pc.less_equal(keys, hi))
-    return _native.keys_in_range(contiguous(keys), lo, hi)
+        return by_bytes
+    return pc.or_(_native.keys_in_range(contiguous(keys), lo, hi), by_bytes)
 
 
 @dataclass(frozen=True)
