@@ -328,8 +328,11 @@ def _replaced_files(
 def _partitions_since_last_clean(
     timeline: Timeline, ectr: str, savepoints: tuple[str, ...]
 ) -> list[str] | None:
-    """Incremental mode: the partitions that commits in [last clean's ECTR, ``ectr``) wrote, and
-    those of savepoints deleted since that clean; None when a full listing is needed."""
+    """Incremental mode: the partitions that commits in [last clean's ECTR, ``ectr``) wrote;
+    None when a full listing is needed: the window starts before the active timeline, or a
+    savepoint was deleted since that clean (as in Hudi's ``isAnySavepointDeleted``). A savepoint
+    pins the slices of every partition as of its commit, not only those its commit wrote, and a
+    partition no later commit writes would keep them for good."""
     cleans = _completed_cleans(timeline)
     if not cleans:
         return None
@@ -338,15 +341,13 @@ def _partitions_since_last_clean(
     completed = timeline.completed_data_instants()
     if not previous or not completed or previous < completed[0].requested_time:
         return None  # the window starts before the active timeline: commits are missing
+    seen = ((last.get("extraMetadata") or {}).get(SAVEPOINTED_TIMESTAMPS) or "").split(",")
+    if set(filter(None, seen)) - set(savepoints):
+        return None
     partitions: set[str] = set()
     for inst in completed:
         if previous <= inst.requested_time < ectr:
             partitions.update(_partitions_of(timeline, inst))
-    seen = ((last.get("extraMetadata") or {}).get(SAVEPOINTED_TIMESTAMPS) or "").split(",")
-    for t in set(filter(None, seen)) - set(savepoints):
-        pinned = timeline.get(t)
-        if pinned is not None and pinned.is_completed:
-            partitions.update(_partitions_of(timeline, pinned))
     return sorted(partitions)
 
 
