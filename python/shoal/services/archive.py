@@ -73,6 +73,7 @@ from shoal.config.write_config import (
 from shoal.errors import CorruptTableError, ShoalError
 from shoal.fs.markers import delete_markers
 from shoal.fs.metadata_table import drop_metadata_table
+from shoal.fs.naming import parse_base_file_name, parse_log_file_name
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
 from shoal.timeline.archived import (
@@ -276,19 +277,44 @@ def _oldest_replace_to_retain(timeline: Timeline) -> str | None:
     """Hudi's ``ClusteringUtils.getOldestInstantToRetainForClustering``: the first completed
     replace commit at or after the last clean's earliest retained commit, or the first one
     when nothing was cleaned yet. Archiving it earlier would expose the file groups it
-    replaced, which only the cleaner removes."""
+    replaced, which only the cleaner removes.
+
+    A clean without an earliest retained commit (``KEEP_LATEST_FILE_VERSIONS``) removed the
+    file groups replaced before it, so, as in Hudi, the clean's own time is the bound; a
+    replace commit before it whose replaced file groups still have files (kept for a
+    compaction pending during that clean) stays all the same (Hudi's HUDI-6352)."""
     replaces = [
-        i.requested_time
+        i
         for i in timeline.instants
         if i.is_completed and i.action in (Action.REPLACE_COMMIT, Action.CLUSTERING)
     ]
     if not replaces:
         return None
-    retained = earliest_commit_retained_by_clean(timeline)
-    if retained is None:
-        return replaces[0]
-    later = [t for t in replaces if t >= retained]
+    meta = _last_clean_metadata(timeline)
+    if meta is None:
+        return replaces[0].requested_time
+    retained = str(meta.get("earliestCommitToRetain") or "")
+    if not retained:
+        cleans = [i for i in timeline.instants if i.action == Action.CLEAN and i.is_completed]
+        retained = cleans[-1].requested_time
+        kept = next(
+            (r for r in replaces if r.requested_time < retained and _replaced_files_remain(timeline, r)), None
+        )
+        if kept is not None:
+            return kept.requested_time
+    later = [r.requested_time for r in replaces if r.requested_time >= retained]
     return later[0] if later else None
+
+
+def _replaced_files_remain(timeline: Timeline, replace: Instant) -> bool:
+    """Whether a file of a file group ``replace`` replaced is still on storage."""
+    for partition, file_ids in timeline.commit_metadata(replace).replaced_file_ids().items():
+        replaced = set(file_ids)
+        for f in timeline.storage.list_files(partition):
+            parsed = parse_base_file_name(f.name) or parse_log_file_name(f.name)
+            if parsed is not None and parsed.file_id in replaced:
+                return True
+    return False
 
 
 def _oldest_to_retain_for_compaction(
