@@ -360,11 +360,44 @@ def _files_of_instant(storage: Storage, timeline: Timeline, target: Instant) -> 
     return out
 
 
+def _data_timeline_start(timeline: Timeline, without: str) -> str | None:
+    """``Timeline.first_data_instant_time`` as if the data instant ``without`` were gone."""
+    savepointed = {i.requested_time for i in timeline.instants if i.action == Action.SAVEPOINT}
+    first_savepointed = None
+    for i in timeline.instants:
+        if i.action not in DATA_ACTIONS or i.requested_time == without:
+            continue
+        if i.requested_time not in savepointed:
+            return i.requested_time
+        first_savepointed = first_savepointed or i.requested_time
+    return first_savepointed
+
+
 def ensure_restorable_before(storage: Storage, timeline: Timeline, target: Instant) -> None:
     """Raises InvalidArgumentError when rolling back the completed ``target`` would need a file
     slice a later clean removed: the slice a file group it wrote or replaced had before it (the
     cleaner keeping file versions removes replaced file groups at once). The table would show an
-    older version of those records, or none."""
+    older version of those records, or none.
+
+    Refused too when rolling ``target`` back would move the start of the data timeline past
+    archived commits: readers take the files of archived commits as committed only when they
+    predate the first active data instant (savepointed commits count only when no other is
+    left), so the table would read without them: empty when no data instant is left, or with
+    older rows when ``hoodie.archive.beyond.savepoint`` archived commits after a savepointed one
+    that would be left first (or whose savepoint was deleted since)."""
+    archived = timeline.archived()
+    if archived is not None:
+        start = _data_timeline_start(timeline, without=target.requested_time)
+        hidden = [
+            i.requested_time
+            for i in archived.completed_data_instants()
+            if start is None or i.requested_time > start
+        ]
+        if hidden:
+            raise InvalidArgumentError(
+                f"cannot roll back {target.requested_time}: readers would take the archived "
+                f"commits from {hidden[0]} on for uncommitted, and the table would read without them"
+            )
     metadata = timeline.commit_metadata(target)
     partitions = set(metadata.partition_to_write_stats) | set(metadata.replaced_file_ids())
     if not partitions:
