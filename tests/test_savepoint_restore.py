@@ -405,6 +405,39 @@ def test_a_write_after_a_crashed_restore_finishes_it_first(tmp_path, monkeypatch
     assert _rows(hudi_rs_read(b.t.path)) == expected
 
 
+@pytest.mark.parametrize(
+    ("service", "refusal"),
+    [
+        (lambda t: t.clean(), None),
+        (lambda t: t.archive(), None),
+        (lambda t: t.compact(), None),
+        (lambda t: t.schedule_compaction(), None),
+        (lambda t: t.delete_savepoint(t.savepoints()[0]), None),
+        # On the restored table the latest commit is the savepointed one.
+        (lambda t: t.savepoint(), "savepointed already"),
+        (lambda t: t.rollback(), "is savepointed"),
+    ],
+    ids=["clean", "archive", "compact", "schedule_compaction", "delete_savepoint", "savepoint", "rollback"],
+)
+def test_a_service_after_a_crashed_restore_finishes_it_first(tmp_path, monkeypatch, service, refusal):
+    """Half restored, the table is in no committed state: a service run then (a savepoint that
+    the resumed restore would delete, a clean of the slices it needs, ...) finishes the restore
+    first, as a write does."""
+    b = Built(tmp_path / "t", "MERGE_ON_READ")
+    b.write(2)
+    sp = b.t.savepoint()
+    b.write(3)
+    _crash_mid_restore(b, sp, monkeypatch)
+    if refusal is None:
+        service(b.t)
+    else:
+        with pytest.raises(shoal.InvalidArgumentError, match=refusal):
+            service(b.t)
+    restores = [i for i in b.t.instants() if i.action == Action.RESTORE]
+    assert [i.is_completed for i in restores] == [True]
+    assert _rows(hudi_rs_read(b.t.path)) == _rows(b.t.read())
+
+
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 def test_restore_to_the_only_commit_left_keeps_the_archived_ones(tmp_path, table_type):
     """Commits archived before a savepoint stay committed when a restore leaves only the

@@ -40,7 +40,7 @@ from shoal.services.archive import ArchiveJob, ArchiveResult
 from shoal.services.clean import ensure_retained
 from shoal.timeline.archived import ArchivedTimeline
 from shoal.timeline.commit_metadata import CommitMetadata
-from shoal.timeline.instant import Instant
+from shoal.timeline.instant import Action, Instant
 from shoal.timeline.timeline import Timeline
 from shoal.write.input import to_arrow_table
 from shoal.write.schema import IS_DELETED_COLUMN, META_COLUMNS, strip_meta_columns
@@ -352,6 +352,7 @@ class Table:
         from shoal.timeline.lock import WRITE, table_lock
 
         self.config.check_writable("roll back")
+        self._finish_pending_restore()
         with table_lock(self.storage, WRITE), self._service_lock():
             timeline = self._timeline()
             unfinished = interrupted_rollback(timeline)
@@ -391,6 +392,7 @@ class Table:
         from shoal.services.compaction import compact
 
         config = self.write_config.merged(options) if options else self.write_config
+        self._finish_pending_restore()
         return compact(self.storage, self.config, config, self.executor, force=force)
 
     def schedule_compaction(
@@ -405,6 +407,7 @@ class Table:
         from shoal.services.compaction import schedule_compaction
 
         config = self.write_config.merged(options) if options else self.write_config
+        self._finish_pending_restore()
         return schedule_compaction(self.storage, self.config, config, instant_time=instant, force=force)
 
     def run_compaction(self, instant: str, options: Mapping[str, Any] | None = None) -> CommitMetadata:
@@ -414,6 +417,7 @@ class Table:
         from shoal.services.compaction import run_compaction
 
         config = self.write_config.merged(options) if options else self.write_config
+        self._finish_pending_restore()
         return run_compaction(self.storage, self.config, config, instant, self.executor)
 
     def pending_compactions(self) -> list[str]:
@@ -431,6 +435,7 @@ class Table:
         from shoal.services.archive import archive
 
         config = self.write_config.merged(options) if options else self.write_config
+        self._finish_pending_restore()
         return archive(self.storage, self.config, config)
 
     def archive_async(self, options: Mapping[str, Any] | None = None) -> ArchiveJob:
@@ -439,6 +444,7 @@ class Table:
         from shoal.services.archive import archive_async
 
         config = self.write_config.merged(options) if options else self.write_config
+        self._finish_pending_restore()
         return archive_async(self.storage, self.config, config)
 
     def wait_for_archive(self, timeout: float | None = None) -> ArchiveResult | None:
@@ -465,6 +471,7 @@ class Table:
         from shoal.services.clean import clean
 
         config = self.write_config.merged(options) if options else self.write_config
+        self._finish_pending_restore()
         return clean(self.storage, self.config, config, self.executor, force=force)
 
     def savepoint(self, instant: str | None = None, user: str | None = None, comment: str = "") -> str:
@@ -473,6 +480,7 @@ class Table:
         instant. Raises CleanedInstantError when the cleaner already removed slices it needs."""
         from shoal.services.savepoint import create_savepoint
 
+        self._finish_pending_restore()
         with self._service_lock():
             return create_savepoint(self.storage, self.config, instant, user=user, comment=comment)
 
@@ -486,6 +494,7 @@ class Table:
         """Deletes the savepoint at ``instant``; the next clean may remove the slices it kept."""
         from shoal.services.savepoint import delete_savepoint
 
+        self._finish_pending_restore()
         with self._service_lock():
             delete_savepoint(self.storage, self.config, instant)
 
@@ -505,6 +514,15 @@ class Table:
         from shoal.write.concurrency import Concurrency
 
         return Concurrency(self.storage, self.write_config).locked()
+
+    def _finish_pending_restore(self) -> None:
+        """Finishes a restore a crash left pending before another service runs: half restored,
+        the table is in no committed state (Hudi refuses its services until the restore is
+        completed; shoal's writes finish it first, and so do its services)."""
+        if any(i.action == Action.RESTORE for i in self._timeline().pending()):
+            from shoal.services.restore import finish_pending_restores
+
+            finish_pending_restores(self.storage, self.config)
 
     # ---- reads -----------------------------------------------------------------------------
 
