@@ -30,7 +30,7 @@ from shoal.errors import CommitConflictError, UnsupportedError
 from shoal.fs.storage import Storage
 from shoal.timeline.commit_metadata import WriteStat
 from shoal.timeline.file_lock import FileLock
-from shoal.timeline.heartbeat import Heartbeat, heartbeat_expired, heartbeat_path
+from shoal.timeline.heartbeat import HEARTBEAT_DIR, Heartbeat, heartbeat_expired, heartbeat_path
 from shoal.timeline.instant import Action, Instant, State
 from shoal.timeline.timeline import Timeline
 
@@ -80,8 +80,23 @@ class Concurrency:
 
     def failed_writes(self, timeline: Timeline) -> list[Instant]:
         """The pending writes to roll back: all of them (EAGER), or those whose heartbeat
-        stopped (LAZY)."""
+        stopped (LAZY). Under LAZY, it also deletes the stopped heartbeats of instants that are
+        not pending on ``timeline``: a writer killed between its first beat and requesting its
+        instant leaves one that no rollback would ever delete."""
+        if self.lazy:
+            self._forget_orphan_heartbeats(timeline)
         return [i for i in timeline.pending_data_instants() if not self.is_running(i.requested_time)]
+
+    def _forget_orphan_heartbeats(self, timeline: Timeline) -> None:
+        for info in self.storage.list_files(HEARTBEAT_DIR):
+            instant_time = info.path.rsplit("/", 1)[-1]
+            instant = timeline.get(instant_time)
+            if instant is not None and not instant.is_completed:
+                continue
+            # A fresh one may be a writer's first beat before its instant is requested.
+            if self.is_running(instant_time):
+                continue
+            self.forget_heartbeat(instant_time)
 
 
 def check_still_pending(now: Timeline, inflight: Instant) -> None:
