@@ -1,14 +1,13 @@
 //! Python handle over base-file decoding: an iterator of pyarrow record batches.
 
-use std::io::ErrorKind;
 use std::sync::Mutex;
 
 use parquet::file::reader::ChunkReader;
-use pyo3::exceptions::{PyFileNotFoundError, PyOSError};
+use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 use pyo3_arrow::{PyArray, PyRecordBatch, PySchema};
 
-use super::errors::to_py_err;
+use super::errors::{io_error, to_py_err};
 use super::file_bytes::file_bytes;
 use crate::base_file::BaseFileBatches;
 
@@ -36,13 +35,9 @@ impl PyBaseFileReader {
         columns: Option<Vec<String>>,
         batch_size: usize,
     ) -> PyResult<Self> {
-        let file = py.detach(|| std::fs::File::open(&path)).map_err(|e| {
-            let message = format!("{path}: {e}");
-            match e.kind() {
-                ErrorKind::NotFound => PyFileNotFoundError::new_err(message),
-                _ => PyOSError::new_err(message),
-            }
-        })?;
+        let file = py
+            .detach(|| std::fs::File::open(&path))
+            .map_err(|e| io_error(&path, &e))?;
         Self::open(py, file, columns, batch_size)
     }
 

@@ -24,6 +24,17 @@ pub fn to_py_err(e: Error) -> PyErr {
     })
 }
 
+/// Raises a failed file access as Python's own type for it: FileNotFoundError for a missing
+/// file (a concurrent clean or rollback deletes files a read planned with, and callers retry on
+/// that type), OSError otherwise; the message names the file.
+pub fn io_error(path: &str, e: &std::io::Error) -> PyErr {
+    let message = format!("{path}: {e}");
+    match e.kind() {
+        std::io::ErrorKind::NotFound => pyo3::exceptions::PyFileNotFoundError::new_err(message),
+        _ => pyo3::exceptions::PyOSError::new_err(message),
+    }
+}
+
 /// Runs `import` (turning Python Arrow objects into arrow-rs values) and returns its result; a
 /// panic inside it becomes InvalidArgumentError. arrow-rs checks imported arrays with
 /// assertions, so arrays it cannot take (some it imports wrongly, see `shoal.arrays.importable`)

@@ -22,7 +22,7 @@ use crate::logformat::reader::read_blocks;
 use crate::logformat::scanner::{scan_log_files as core_scan, ScanOptions};
 use crate::logformat::{BlockType, LogBlock};
 
-use super::errors::{guarded_import, to_py_err};
+use super::errors::{guarded_import, io_error, to_py_err};
 
 /// One block of a log file, holding its file's bytes so content decodes lazily.
 #[pyclass(name = "LogBlock", module = "shoal._native", frozen)]
@@ -428,7 +428,7 @@ fn load_files(py: Python<'_>, files: &[Bound<'_, PyAny>]) -> PyResult<Vec<Arc<[u
             })
             .collect::<Result<Vec<_>, _>>()
     });
-    let read = read.map_err(|(p, e)| pyo3::exceptions::PyOSError::new_err(format!("{p}: {e}")))?;
+    let read = read.map_err(|(p, e)| io_error(&p, &e))?;
     for (i, d) in read {
         out[i] = Some(d);
     }

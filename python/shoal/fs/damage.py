@@ -37,6 +37,8 @@ def damaged_parquet(path: str) -> Iterator[None]:
     except pa.ArrowInvalid as e:
         raise CorruptDataError(f"{path} is not a readable parquet file: {e}") from e
     except OSError as e:
-        if e.errno is not None or not any(m in str(e).lower() for m in _DECODE_MESSAGES):
+        # A missing file is no damage: a concurrent clean or rollback deletes files.
+        missing = isinstance(e, FileNotFoundError)
+        if missing or e.errno is not None or not any(m in str(e).lower() for m in _DECODE_MESSAGES):
             raise
         raise CorruptDataError(f"{path} is not a readable parquet file: {e}") from e

@@ -30,19 +30,33 @@ def removal_marks(timeline: Timeline) -> tuple[frozenset[str], str | None]:
     return cleans, first
 
 
+def undone_marks(timeline: Timeline) -> frozenset[str]:
+    """The rollbacks and restores ``timeline`` records: a rollback deletes the files of the
+    write it undoes (a failed write's log files too, which a merge-on-read plan lists)."""
+    return frozenset(
+        i.requested_time for i in timeline.instants if i.action in (Action.ROLLBACK, Action.RESTORE)
+    )
+
+
+def files_went_away(before: Timeline, after: Timeline) -> bool:
+    """Whether a clean, an archival, a rollback or a restore happened between two loads of a
+    timeline: what explains a file that a plan made on ``before`` no longer finds."""
+    return removal_marks(after) != removal_marks(before) or undone_marks(after) != undone_marks(before)
+
+
 def read_settled(
     timeline: Timeline, load: Callable[[], Timeline], read: Callable[[Timeline], T]
 ) -> tuple[T, Timeline]:
     """``read(timeline)``, read again against a newer timeline from ``load`` for as long as
     a clean or an archival happened during the read (see the module docstring). Returns the
     result and the timeline it was read against. A file that went missing during the read is
-    an error only when no such change explains it."""
+    an error only when no such change, nor a rollback, explains it."""
     while True:
         try:
             result = read(timeline)
         except FileNotFoundError:
             after = load()
-            if removal_marks(after) == removal_marks(timeline):
+            if not files_went_away(timeline, after):
                 raise
             timeline = after
             continue

@@ -60,6 +60,7 @@ from shoal.index.locate import ITEMS_PER_WORKER, locate_keys
 from shoal.keygen import KeyGenerator
 from shoal.keygen.options import CONSISTENT_LOGICAL_TIMESTAMP, get_bool
 from shoal.read.mor import MorSliceSpec
+from shoal.read.settle import files_went_away
 from shoal.schemas import load_schema
 from shoal.services.archive import run_inline_archive
 from shoal.services.clean import run_inline_clean
@@ -130,6 +131,9 @@ class Operation(str, enum.Enum):
     INSERT_OVERWRITE_TABLE = "INSERT_OVERWRITE_TABLE"
     DELETE_PARTITION = "DELETE_PARTITION"
 
+
+# Plans a write makes at most when concurrent services delete files it planned with.
+PLAN_ATTEMPTS = 3
 
 # Operations that replace file groups: a replace commit names them, and readers skip them.
 REPLACING = frozenset(
@@ -234,9 +238,25 @@ class Writer:
             )
 
     def _write(self, data: Any, operation: Operation) -> WriteResult:
-        timeline = Timeline.load(self.storage, self.config)
         if operation in REPLACING:
-            return self._replace(data, operation, timeline)
+            return self._replace(data, operation, Timeline.load(self.storage, self.config))
+        # Read once: planning may run again.
+        data = to_arrow_table(data)
+        for attempt in range(1, PLAN_ATTEMPTS + 1):
+            timeline = Timeline.load(self.storage, self.config)
+            try:
+                return self._planned_write(data, operation, timeline)
+            except FileNotFoundError:
+                # A concurrent clean, archival or rollback deleted a file (a base file, an
+                # instant's metadata) the plan read: plan again on the newer timeline. Nothing
+                # on the timeline is this write's yet: the instant starts after planning.
+                if attempt == PLAN_ATTEMPTS or not files_went_away(timeline, timeline.reload()):
+                    raise
+        raise AssertionError("unreachable")
+
+    def _planned_write(self, data: pa.Table, operation: Operation, timeline: Timeline) -> WriteResult:
+        """Plans the write on ``timeline``, then runs it (raises FileNotFoundError only while
+        planning)."""
         records = self._prepare(data, operation, timeline)
         self.bucket_index()  # bad bucket index options fail before a rollback changes the timeline
         if operation == Operation.INSERT:
@@ -249,7 +269,11 @@ class Writer:
             assignment, chunks = self._plan_bulk_insert(records, timeline)
         else:
             assignment, chunks = self._plan(records, operation, view, timeline)
-        return self._execute(records, operation, assignment, chunks, timeline)
+        try:
+            return self._execute(records, operation, assignment, chunks, timeline)
+        except FileNotFoundError as e:
+            # Not a planning error: the caller must not plan again.
+            raise CommitConflictError(f"a file the write needed went missing while it ran: {e}") from e
 
     def _replace(
         self, data: Any, operation: Operation, timeline: Timeline, partitions: Sequence[str] | None = None
