@@ -137,7 +137,11 @@ def output_schema(
     when the whole schema is read, where ``read_incremental`` puts it
     (:func:`shoal.read.incremental.marker_position`, from the range's ``written`` columns, see
     :func:`shoal.read.incremental.written_columns`)."""
-    fields = list(table_schema or [])
+    if table_schema is None:
+        # No schema yet (no commit, or only deletes of keys the table never had): the local
+        # reads return no columns, whatever the projection or the delete marker.
+        return pa.schema([])
+    fields = list(table_schema)
     if not table.config.populate_meta_fields:
         if query_type == "incremental":
             raise UnsupportedError(
