@@ -360,19 +360,6 @@ def _files_of_instant(storage: Storage, timeline: Timeline, target: Instant) -> 
     return out
 
 
-def _data_timeline_start(timeline: Timeline, without: str) -> str | None:
-    """``Timeline.first_data_instant_time`` as if the data instant ``without`` were gone."""
-    savepointed = {i.requested_time for i in timeline.instants if i.action == Action.SAVEPOINT}
-    first_savepointed = None
-    for i in timeline.instants:
-        if i.action not in DATA_ACTIONS or i.requested_time == without:
-            continue
-        if i.requested_time not in savepointed:
-            return i.requested_time
-        first_savepointed = first_savepointed or i.requested_time
-    return first_savepointed
-
-
 def ensure_restorable_before(storage: Storage, timeline: Timeline, target: Instant) -> None:
     """Raises InvalidArgumentError when rolling back the completed ``target`` would need a file
     slice a later clean removed: the slice a file group it wrote or replaced had before it (the
@@ -387,7 +374,7 @@ def ensure_restorable_before(storage: Storage, timeline: Timeline, target: Insta
     that would be left first (or whose savepoint was deleted since)."""
     archived = timeline.archived()
     if archived is not None:
-        start = _data_timeline_start(timeline, without=target.requested_time)
+        start = timeline.first_data_instant_time(without=target.requested_time)
         hidden = [
             i.requested_time
             for i in archived.completed_data_instants()

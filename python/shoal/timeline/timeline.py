@@ -99,7 +99,7 @@ class Timeline:
     def first_instant_time(self) -> str | None:
         return self.instants[0].requested_time if self.instants else None
 
-    def first_data_instant_time(self, until: str | None = None) -> str | None:
+    def first_data_instant_time(self, until: str | None = None, without: str | None = None) -> str | None:
         """Where the data timeline starts: the first commit, delta commit, replace commit or
         compaction (in any state) that is not savepointed; data instants before it were archived.
 
@@ -110,11 +110,14 @@ class Timeline:
         latest savepoint leaves only it), the first of them: the commits archived before it stay
         committed, as in Hudi's file-system view, whose commit timeline holds no savepoints.
 
-        ``until``: as if the data instants after it were gone (where a restore to it starts)."""
+        ``until``: as if the data instants after it were gone (where a restore to it starts);
+        ``without``: as if that data instant were gone (where a rollback of it leaves the start)."""
         savepointed = {i.requested_time for i in self.instants if i.action == Action.SAVEPOINT}
         first_savepointed = None
         for i in self.instants:
             if i.action not in DATA_ACTIONS or (until is not None and i.requested_time > until):
+                continue
+            if i.requested_time == without:
                 continue
             if i.requested_time not in savepointed:
                 return i.requested_time
