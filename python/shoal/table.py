@@ -757,18 +757,15 @@ class Table:
             ]
             event_time = self.config.merge_ordering == tc.MergeOrdering.EVENT_TIME
             specs += [
-                MorSliceSpec(
+                MorSliceSpec.of_slice(
                     self.storage.base_uri,
-                    s.partition_path,
-                    s.file_id,
-                    s.base_file.path if s.base_file else None,
-                    tuple(lf.path for lf in s.log_files),
+                    s,
                     tuple(completed),
-                    instant,
                     self.config.precombine_field,
                     event_time,
-                    tuple(columns) if columns is not None else None,
-                    tuple(tuple(f) for f in filters or ()),
+                    max_instant=instant,
+                    columns=tuple(columns) if columns is not None else None,
+                    filters=tuple(tuple(f) for f in filters or ()),
                     size=s.total_size(),
                 )
                 for s in slices

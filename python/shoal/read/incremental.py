@@ -490,18 +490,15 @@ class _Planner:
         base = sl.base_file.path if sl.base_file else None
         if self.mor and sl.log_files:
             completed = tuple(t for t in self._completed if as_of is None or t <= as_of)
-            return MorSliceSpec(
+            return MorSliceSpec.of_slice(
                 self.storage.base_uri,
-                sl.partition_path,
-                sl.file_id,
-                base,
-                tuple(lf.path for lf in sl.log_files),
+                sl,
                 completed,
-                as_of,
                 self.config.precombine_field,
                 self.event_time,
-                columns,
-                filters,
+                max_instant=as_of,
+                columns=columns,
+                filters=filters,
                 size=sl.total_size(),
             )
         size = sl.base_file.size if sl.base_file else 0

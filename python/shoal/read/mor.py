@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +24,9 @@ from shoal.read.filters import Filter, apply_filters
 from shoal.read.snapshot import read_base_file
 from shoal.write.prepare import java_ordered
 from shoal.write.schema import IS_DELETED_COLUMN
+
+if TYPE_CHECKING:
+    from shoal.fs.view import FileSlice
 
 RECORD_KEY = "_hoodie_record_key"
 # Entry kinds understood by the merge kernel.
@@ -63,6 +67,31 @@ class MorSliceSpec:
     instant_range: tuple[str | None, str | None] | None = None
     # Bytes of the files the read opens (base file and logs): Spark reads pack tasks by it.
     size: int = 0
+
+    @classmethod
+    def of_slice(
+        cls,
+        base_uri: str,
+        sl: FileSlice,
+        completed_instants: tuple[str, ...],
+        ordering_field: str | None,
+        event_time_ordering: bool,
+        **read: Any,
+    ) -> MorSliceSpec:
+        """The spec of reading the file slice ``sl`` merged; ``read``: the other fields
+        (``max_instant``, ``columns``, ...)."""
+        return cls(
+            base_uri=base_uri,
+            partition_path=sl.partition_path,
+            file_id=sl.file_id,
+            base_file_path=sl.base_file.path if sl.base_file else None,
+            log_file_paths=tuple(lf.path for lf in sl.log_files),
+            completed_instants=completed_instants,
+            max_instant=read.pop("max_instant", None),
+            ordering_field=ordering_field,
+            event_time_ordering=event_time_ordering,
+            **read,
+        )
 
 
 @dataclass(frozen=True)

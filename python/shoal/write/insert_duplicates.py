@@ -134,16 +134,12 @@ class StoredKeys:
 
     def _merged_keys(self, sl: FileSlice) -> pa.ChunkedArray:
         """The keys of the slice's records once its logs are merged."""
-        spec = MorSliceSpec(
-            base_uri=self.base_uri,
-            partition_path=sl.partition_path,
-            file_id=sl.file_id,
-            base_file_path=sl.base_file.path if sl.base_file else None,
-            log_file_paths=tuple(lf.path for lf in sl.log_files),
-            completed_instants=self.completed_instants,
-            max_instant=None,
-            ordering_field=self.ordering_field,
-            event_time_ordering=self.event_time_ordering,
+        spec = MorSliceSpec.of_slice(
+            self.base_uri,
+            sl,
+            self.completed_instants,
+            self.ordering_field,
+            self.event_time_ordering,
             columns=(RECORD_KEY,),
         )
         merged = read_mor_slice(spec)

@@ -853,16 +853,12 @@ class Writer:
         return WriteResult(write.instant_time, write.operation, metadata)
 
     def _slice_spec(self, existing: FileSlice, timeline: Timeline, event_time: bool) -> MorSliceSpec:
-        return MorSliceSpec(
-            base_uri=self.storage.base_uri,
-            partition_path=existing.partition_path,
-            file_id=existing.file_id,
-            base_file_path=existing.base_file.path if existing.base_file else None,
-            log_file_paths=tuple(lf.path for lf in existing.log_files),
-            completed_instants=tuple(i.requested_time for i in timeline.completed_data_instants()),
-            max_instant=None,
-            ordering_field=self.config.precombine_field,
-            event_time_ordering=event_time,
+        return MorSliceSpec.of_slice(
+            self.storage.base_uri,
+            existing,
+            tuple(i.requested_time for i in timeline.completed_data_instants()),
+            self.config.precombine_field,
+            event_time,
         )
 
     def _log_block_schema(self, timeline: Timeline) -> str | None:
