@@ -20,13 +20,11 @@ from shoal import _native
 from shoal.arrays import contiguous
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice
-from shoal.index.footer import KeyFooter, read_key_footer
+from shoal.index.footer import KeyFooter, order_sensitive, read_key_footer
 from shoal.index.membership import held_by
 from shoal.read.snapshot import read_base_file
 
 RECORD_KEY = "_hoodie_record_key"
-# The least character whose UTF-16 order (above the surrogates) differs from its code point order.
-_UTF16_REORDERED = "\ue000"
 
 
 class BloomIndex:
@@ -230,7 +228,7 @@ def _in_key_range(keys: pa.Array, lo: str, hi: str) -> pa.Array:
     U+E000..U+FFFF against one of U+10000 and up; bounds without the former (UUIDs, any ASCII
     key) take Arrow's byte comparison alone."""
     by_bytes = pc.and_(pc.greater_equal(keys, lo), pc.less_equal(keys, hi))
-    if max(lo, default="") < _UTF16_REORDERED and max(hi, default="") < _UTF16_REORDERED:
+    if not order_sensitive(lo, hi):
         return by_bytes
     return pc.or_(_native.keys_in_range(contiguous(keys), lo, hi), by_bytes)
 

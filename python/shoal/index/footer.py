@@ -19,6 +19,16 @@ BLOOM_FILTER_TYPE_KEY = "hoodie_bloom_filter_type_code"
 MIN_RECORD_KEY = "hoodie_min_record_key"
 MAX_RECORD_KEY = "hoodie_max_record_key"
 
+# The least character whose UTF-16 order (above the surrogates) differs from its code point order.
+_UTF16_REORDERED = "\ue000"
+
+
+def order_sensitive(*bounds: str) -> bool:
+    """Whether Java's UTF-16 order (Hudi's, for footer key bounds) and byte order may disagree
+    about keys compared with ``bounds``: one holds a character from U+E000 on. Without one,
+    wherever a key first differs from a bound both orders agree (ASCII keys, UUIDs)."""
+    return any(max(b, default="") >= _UTF16_REORDERED for b in bounds)
+
 
 @dataclass(frozen=True)
 class KeyFooter:

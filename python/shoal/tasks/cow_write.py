@@ -19,7 +19,13 @@ from shoal.fs.markers import create_marker
 from shoal.fs.naming import base_file_name, write_token
 from shoal.fs.storage import Storage
 from shoal.index.bloom_reuse import BloomConfig, extended_footer
-from shoal.index.footer import BLOOM_FILTER_KEY, BLOOM_FILTER_TYPE_KEY, MAX_RECORD_KEY, MIN_RECORD_KEY
+from shoal.index.footer import (
+    BLOOM_FILTER_KEY,
+    BLOOM_FILTER_TYPE_KEY,
+    MAX_RECORD_KEY,
+    MIN_RECORD_KEY,
+    order_sensitive,
+)
 from shoal.read.mor import MorSliceSpec, read_mor_slice
 from shoal.tasks.merge_layout import as_bools, merge_in_place
 from shoal.timeline.commit_metadata import NULL_COMMIT, WriteStat
@@ -412,7 +418,7 @@ def _extended_key_footer(
     lo, hi = old_footer.get(MIN_RECORD_KEY.encode()), old_footer.get(MAX_RECORD_KEY.encode())
     if value is None or lo is None or hi is None:
         return None
-    if max(lo.decode() + hi.decode(), default="") >= "\ue000":
+    if order_sensitive(lo.decode(), hi.decode()):
         # Bounds whose order depends on the writer (byte order before shoal wrote UTF-16's, as
         # Hudi does): the new ones are computed from the records.
         return None
