@@ -23,6 +23,7 @@ import pytest
 import shoal
 import shoal.table as table_mod
 import shoal.write.writer as writer_mod
+from tests.hudi_oracle import hudi_rs_read
 
 ROOT = Path(__file__).parents[1]
 WORKER = Path(__file__).with_name("crash_worker.py")
@@ -150,8 +151,10 @@ def test_a_write_racing_an_archival_plans_again_and_commits(tmp_path, monkeypatc
     # on the newer timeline and commits.
     shoal.Table(path, options=OCC).upsert(_rows([1], 9), options=OCC)
     assert fired
+    expected = {**dict.fromkeys(range(10), 7), 1: 9}
     got = {r["id"]: r["ts"] for r in shoal.Table(path).read(columns=["id", "ts"]).to_pylist()}
-    assert got == {**dict.fromkeys(range(10), 7), 1: 9}
+    assert got == expected
+    assert {r["id"]: r["ts"] for r in hudi_rs_read(str(path)).select(["id", "ts"]).to_pylist()} == expected
 
 
 def test_a_missing_parquet_file_is_not_called_damage():

@@ -21,6 +21,7 @@ from shoal import _native
 from shoal.index.bloom import BloomIndex
 from shoal.index.footer import KeyFooter
 from shoal.write.base_file import BaseFileOptions
+from tests.hudi_oracle import hudi_rs_read
 
 SMILE, PRIVATE, LAST_BMP, FIRST_SUPPLEMENTARY = "\U0001f600", "\ue000", "\uffff", "\U00010000"
 
@@ -171,8 +172,12 @@ def _rows(keys: list[str], ts: int, v: int) -> pa.Table:
 
 
 def _one_row_per_key(t: shoal.Table) -> dict[str, int]:
+    """Key -> value of the table's rows, checking each key comes once and that hudi-rs reads the
+    same rows."""
     got = t.read(columns=["key", "v"]).to_pylist()
     assert len(got) == len({r["key"] for r in got}), got
+    by_hudi_rs = hudi_rs_read(t.path).select(["key", "v"]).to_pylist()
+    assert sorted(by_hudi_rs, key=lambda r: r["key"]) == sorted(got, key=lambda r: r["key"])
     return {r["key"]: r["v"] for r in got}
 
 
