@@ -17,10 +17,9 @@ import pytest
 pytest.importorskip("pyspark")
 
 import shoal
-from shoal.errors import InvalidOptionError, InvalidRecordKeyError, UnsupportedError
+from shoal.errors import InvalidOptionError, InvalidRecordKeyError
 from shoal.index.bucket import bucket_of_file
-from shoal.spark.datasource import begin_write
-from shoal.spark.read import spark_schema
+from shoal.spark.datasource import register
 from shoal.spark.write import write as spark_write
 from shoal.timeline.timeline import Timeline
 from shoal.write.assigner import Assignment
@@ -326,18 +325,35 @@ def test_a_key_hudi_cannot_hash_fails_typed_before_the_timeline_changes(spark, t
     assert _timeline_files(path) == before
 
 
-def test_the_data_source_writer_refuses_the_bucket_index(tmp_path):
-    """``df.write.format("shoal")`` writes each Spark partition's rows where they are: it cannot
-    send a record to its bucket's file group."""
-    path = str(tmp_path / "t")
-    table = _create(path, "COPY_ON_WRITE", ["id"], True, None)
+def test_the_data_source_writer_stages_bucket_writes(spark, tmp_path):
+    """``df.write.format("shoal")`` cannot send a record to its bucket's file group from the
+    task that has it: the write is staged, and the commit's write puts every key in its bucket's
+    file group, the one a local write gives it."""
+    register(spark)
+    key_fields = ["id", "name"]
     rows = Rows(seed=6)
-    table.upsert(_arrow(rows.fresh(10), "upsert"))
-    before = _timeline_files(path)
-    options = {"path": path, "hoodie.datasource.write.operation": "insert", **BUCKET_OPTIONS}
-    with pytest.raises(UnsupportedError, match="BUCKET"):
-        begin_write(options, spark_schema(SCHEMA), overwrite=False)
-    assert _timeline_files(path) == before
+    local_path, ds_path = str(tmp_path / "local"), str(tmp_path / "ds")
+    local = _create(local_path, "MERGE_ON_READ", key_fields, True, None)
+    _create(ds_path, "MERGE_ON_READ", key_fields, True, None)
+    ours = shoal.Table(ds_path)
+    model = Model(True)
+    for step, op in enumerate(["bulk_insert", "upsert", "insert", "delete", "upsert"]):
+        if op == "delete":
+            batch = rows.deletes()
+            model.delete(batch)
+        else:
+            batch = rows.upserts() if op == "upsert" else rows.fresh(30) if step == 0 else rows.inserts()
+            model.upsert(batch)
+        data = _arrow(batch, op)
+        local.write(data, op, options=_bucket_options(None))
+        writer = spark.createDataFrame(data).repartition(3).write.format("shoal")
+        writer = writer.option("hoodie.datasource.write.operation", op).options(**_bucket_options(None))
+        writer.mode("append").save(ds_path)
+        expected = rows_by(pa.Table.from_pylist(model.expected(), schema=SCHEMA), COLUMNS, ["id"])
+        assert rows_by(ours.read(), COLUMNS, ["id"]) == expected, (step, op)
+        assert rows_by(hudi_rs_read(ds_path), COLUMNS, ["id"]) == expected, (step, op)
+        _same_file_groups(_assert_layout(ours, key_fields), _assert_layout(local, key_fields))
+    assert data_files(ds_path) == committed_paths(ds_path)
 
 
 def test_local_and_spark_writes_take_turns(spark, tmp_path):

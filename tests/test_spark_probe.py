@@ -11,9 +11,7 @@ pytest.importorskip("pyspark")
 
 import shoal
 import shoal.spark
-from shoal.errors import UnsupportedError
-from shoal.spark.datasource import begin_write, register
-from shoal.spark.read import spark_schema
+from shoal.spark.datasource import register
 
 
 @pytest.fixture
@@ -87,31 +85,34 @@ def _repeating(n: int) -> pa.Table:
 
 
 @pytest.mark.parametrize("operation", ["insert", "bulk_insert", "insert_overwrite_table"])
-def test_data_source_refuses_a_deduplicating_insert_it_cannot_deduplicate(ss, tmp_path, operation):
-    path = str(tmp_path / "t")
+def test_data_source_deduplicates_an_insert_as_the_embedded_engine_does(ss, tmp_path, operation):
     data = _repeating(40)
-    shoal.Table.create(path, "t", record_key="id", partition_by="p", ordering_field="ts").insert(data)
-    before = shoal.Table(path).instants()
     combine = {"hoodie.combine.before.insert": "true"}
-    # Rows of one key in several Spark partitions: no task sees all of them.
+    paths = {engine: str(tmp_path / engine) for engine in ("local", "source", "spark")}
+    for path in paths.values():
+        shoal.Table.create(path, "t", record_key="id", partition_by="p", ordering_field="ts").insert(data)
+    shoal.Table(paths["local"], options=combine).write(data, operation)
+    # Rows of one key in several Spark partitions: no task sees all of them, the staged
+    # write's commit does.
     df = ss.createDataFrame(data).repartition(4)
-    with pytest.raises(Exception, match=r"UnsupportedError: .*shoal.spark.write"):
-        writer = df.write.format("shoal").mode("append").options(**CREATE, **combine)
-        writer.option("hoodie.datasource.write.operation", operation).save(path)
-    with pytest.raises(UnsupportedError, match=r"hoodie\.combine\.before\.insert=true"):
-        options = {"path": path, "hoodie.datasource.write.operation": operation, **combine}
-        begin_write(options, spark_schema(data.schema), overwrite=False)
-    assert shoal.Table(path).instants() == before
-    assert shoal.Table(path).read().num_rows == 40
-    # shoal.spark.write deduplicates the whole input, as the embedded engine does.
-    local = str(tmp_path / "local")
-    shoal.Table.create(local, "t", record_key="id", partition_by="p", ordering_field="ts")
-    shoal.Table(local, options=combine).insert(data)
-    spark_path = str(tmp_path / "spark")
-    shoal.spark.write(df, spark_path, "insert", {**CREATE, **combine})
-    expected = shoal.Table(local).read(columns=["id", "ts", "v"]).sort_by("id").to_pylist()
-    assert shoal.Table(spark_path).read(columns=["id", "ts", "v"]).sort_by("id").to_pylist() == expected
-    assert len(expected) == 5
+    writer = df.write.format("shoal").mode("append").options(**CREATE, **combine)
+    writer.option("hoodie.datasource.write.operation", operation).save(paths["source"])
+    # shoal.spark.write deduplicates the whole input too.
+    shoal.spark.write(df, paths["spark"], operation, {**CREATE, **combine})
+
+    def rows(path: str) -> list[dict]:
+        return (
+            shoal.Table(path)
+            .read(columns=["id", "ts", "v"])
+            .sort_by([("id", "ascending"), ("ts", "ascending")])
+            .to_pylist()
+        )
+
+    expected = rows(paths["local"])
+    # The initial 40 rows (kept by an insert, replaced by an overwrite) and one row per key.
+    assert len(expected) == (5 if operation == "insert_overwrite_table" else 45)
+    assert rows(paths["source"]) == expected
+    assert rows(paths["spark"]) == expected
 
 
 # ---- streams: a projection keeps the commit time -------------------------------------------------

@@ -19,10 +19,19 @@ no filters from Spark's ``where``: in Spark 4.3 a pushed-down reader is kept on 
 reused by later queries of the same DataFrame, so an unfiltered ``count()`` after a filtered one
 would return the filtered rows.
 
-Writes are ``insert``, ``bulk_insert``, ``insert_overwrite`` and ``insert_overwrite_table``
-(``mode("overwrite")``). Spark's data source writer can neither
-repartition its input nor see the table's index, so it cannot route records to the file groups
-holding their keys, as an upsert or a delete must: those go through ``shoal.spark.write``.
+Writes take every operation. Spark's data source writer can neither repartition its input nor
+see the table's index, so its tasks cannot route records to the file groups holding their keys,
+as an upsert or a delete must, nor bring a key's records together. Such writes (upsert, delete,
+an insert that deduplicates or looks keys up, and any write of a bucket-indexed table) are
+*staged*, as the streaming sink stages its micro-batches (:mod:`shoal.spark.staging`): each task
+stages its rows in the table's ``.hoodie/.temp``, and ``commit()`` writes them all with the
+embedded engine as one write, index, deduplication and table services included. That write runs
+in the driver-side process and holds the input in its memory: for large upserts,
+``shoal.spark.write`` runs the same write in Spark tasks. An abort deletes the staged rows, and
+the timeline does not change until the commit.
+
+``insert``, ``bulk_insert``, ``insert_overwrite`` and ``insert_overwrite_table``
+(``mode("overwrite")``) run in the tasks.
 Each task writes its rows into new file groups with the copy-on-write task; the instant is
 requested on the driver before the tasks run (their markers name it) and completed by
 ``commit()``, which runs in a separate driver-side Python process and so reopens the table from
@@ -37,6 +46,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -57,6 +67,7 @@ from pyspark.sql.types import StructType
 from shoal.config import write_config as wc
 from shoal.config.table_config import TableConfig
 from shoal.errors import CommitConflictError, InvalidArgumentError, InvalidOptionError, UnsupportedError
+from shoal.fs.markers import MARKER_DIR
 from shoal.fs.partition_metadata import ensure_partition_metadata
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
@@ -82,6 +93,7 @@ from shoal.spark.read import (
     spark_schema,
 )
 from shoal.spark.splits import SplitPolicy
+from shoal.spark.staging import StagedRows, delete_staging, read_staged, stage_rows
 from shoal.spark.stream import ShoalStreamReader, read_partition, slice_partitions, split_stream_options
 from shoal.table import Table, _resolve_as_of
 from shoal.timeline.commit_metadata import WriteStat
@@ -420,6 +432,9 @@ class WriteJob:
     heartbeat_ms: int | None = None
     # Set when the write created the table at a path that held nothing: an abort leaves it so.
     new_table: NewTablePath | None = None
+    # Set for a staged write (see the module): the directory its tasks stage their rows in. Such
+    # a write has no instant until its commit.
+    staging: str | None = None
 
 
 @dataclass
@@ -435,7 +450,9 @@ class ShoalWriter(DataSourceArrowWriter):
     def __init__(self, job: WriteJob) -> None:
         self.job = job
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> ShoalCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> ShoalCommitMessage | StagedRows:
+        if self.job.staging is not None:
+            return stage_rows(self.job.base_uri, self.job.staging, iterator)
         batches = [b for b in iterator if b.num_rows]
         if not batches:
             return ShoalCommitMessage()
@@ -444,7 +461,10 @@ class ShoalWriter(DataSourceArrowWriter):
         return ShoalCommitMessage(write_new_file_groups(self.job, pa.Table.from_batches(batches), *attempt))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        commit_write(self.job, messages)
+        if self.job.staging is not None:
+            commit_staged(self.job, messages)
+        else:
+            commit_write(self.job, messages)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         abort_write(self.job)
@@ -483,19 +503,13 @@ def begin_write(options: Mapping[str, str], schema: StructType, overwrite: bool)
             f"mode('overwrite') with {OPERATION_OPTION}={operation.value.lower()}: overwrite replaces "
             "the table (insert_overwrite_table) or the partitions written (insert_overwrite)"
         )
-    if operation not in _DATA_SOURCE_WRITES:
-        op = operation.value.lower()
-        raise UnsupportedError(
-            f"{op} is not supported through df.write.format('shoal'): Spark's data source writer "
-            f"cannot route records to the file groups that hold their keys. Use "
-            f"shoal.spark.write(df, path, operation='{op}'), or set {OPERATION_OPTION} to insert, "
-            "bulk_insert, insert_overwrite or insert_overwrite_table"
-        )
     new = new_table_path(Storage(path))
     # writer() runs in a driver-side Python process without a SparkSession: the writer built
     # below runs nothing through the table's executor.
     table = open_or_create(path, table_type, hoodie, executor=None)  # type: ignore[arg-type]
     try:
+        if _staged(_writer(table), operation):
+            return _plan_staged_write(table, operation, hoodie, schema, new)
         return _start_write(table, operation, hoodie, schema, new)
     except BaseException:
         if new is not None:
@@ -503,22 +517,54 @@ def begin_write(options: Mapping[str, str], schema: StructType, overwrite: bool)
         raise
 
 
+def _staged(writer: Writer, operation: Operation) -> bool:
+    """Whether the write must bring a key's records together, or find the file groups holding
+    them, which tasks that each see some of the input cannot: an upsert or a delete, a
+    deduplicated or looked-up insert, and every write of a table with the bucket index."""
+    return (
+        writer.bucket_index() is not None
+        or operation not in _DATA_SOURCE_WRITES
+        or writer.combine(operation)
+        or writer.index(operation) is not None
+    )
+
+
+def _plan_staged_write(
+    table: Table, operation: Operation, hoodie: dict[str, str], schema: StructType, new: NewTablePath | None
+) -> WriteJob:
+    """A staged write: checks the input's schema through the preparation the commit's write
+    runs (a missing key, partition or ordering field, or a schema the table cannot take fails
+    here) and names the staging directory. Nothing on the timeline changes until the commit."""
+    writer = _writer(table)
+    timeline = Timeline.load(table.storage, table.config)
+    records = _prepare(writer, arrow_target(schema, "UTC").empty_table(), operation, timeline)
+    data_schema = records.drop_columns([RECORD_KEY, PARTITION_PATH, OP_COLUMN]).schema
+    staging = f"{MARKER_DIR}/{_STAGED_WRITE_PREFIX}{uuid.uuid4().hex}"
+    return WriteJob(
+        table.storage.base_uri, "", operation, hoodie, data_schema, new_table=new, staging=staging
+    )
+
+
+def commit_staged(job: WriteJob, messages: Sequence[WriterCommitMessage | None]) -> str | None:
+    """Driver side: writes the rows the tasks staged as one write of the job's operation with
+    the embedded engine, then deletes the staging directory. Returns the instant written (None:
+    the input had no rows)."""
+    assert job.staging is not None
+    staged = [m for m in messages if isinstance(m, StagedRows)]
+    try:
+        table = Table(job.base_uri, options=job.options)
+        data = read_staged(table.storage, staged)
+        if data is None:
+            return None
+        return table._writer(None).write(data, job.operation).instant
+    finally:
+        delete_staging(job.base_uri, job.staging, staged)
+
+
 def _start_write(
     table: Table, operation: Operation, hoodie: dict[str, str], schema: StructType, new: NewTablePath | None
 ) -> WriteJob:
     writer = _writer(table)
-    if writer.index(operation) is not None:
-        raise UnsupportedError(
-            "insert with hoodie.merge.allow.duplicate.on.inserts=false needs an index lookup: "
-            "use shoal.spark.write(df, path, operation='insert')"
-        )
-    if writer.combine(operation):
-        # Each task sees only its own rows: duplicates of a key in other tasks would stay.
-        raise UnsupportedError(
-            f"{operation.value.lower()} with {wc.COMBINE_BEFORE_INSERT}=true deduplicates the whole "
-            "input by key, and Spark's data source writer cannot bring a key's records together: "
-            f"use shoal.spark.write(df, path, operation='{operation.value.lower()}')"
-        )
     timeline = Timeline.load(table.storage, table.config)
     # The input schema goes through the tasks' preparation: a missing key, partition or
     # ordering field, or a schema the table cannot take, fails here.
@@ -551,6 +597,9 @@ def _start_write(
         new_table=new,
     )
 
+
+# The staging directories of staged writes are .hoodie/.temp/<prefix><random id>.
+_STAGED_WRITE_PREFIX = "ds-write-"
 
 # Writes whose tasks each write the rows they are given into new file groups.
 _DATA_SOURCE_WRITES = (
@@ -629,13 +678,17 @@ def commit_write(job: WriteJob, messages: Sequence[WriterCommitMessage | None]) 
 
 
 def abort_write(job: WriteJob) -> None:
-    """Rolls the instant back: deletes the files its markers name, then the instant."""
+    """Rolls the instant back: deletes the files its markers name, then the instant. A staged
+    write (which has no instant) deletes its staging directory."""
     storage = Storage(job.base_uri)
-    config = TableConfig.load(storage)
-    timeline = Timeline.load(storage, config)
-    instant = timeline.get(job.instant)
-    if instant is not None and instant.state != State.COMPLETED:
-        rollback_instant(storage, config, timeline, instant)
-    storage.delete(heartbeat_path(job.instant), missing_ok=True)
+    if job.staging is not None:
+        delete_staging(job.base_uri, job.staging, [])
+    else:
+        config = TableConfig.load(storage)
+        timeline = Timeline.load(storage, config)
+        instant = timeline.get(job.instant)
+        if instant is not None and instant.state != State.COMPLETED:
+            rollback_instant(storage, config, timeline, instant)
+        storage.delete(heartbeat_path(job.instant), missing_ok=True)
     if job.new_table is not None:
         undo_new_table(storage, job.new_table)

@@ -28,12 +28,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Mapping
-from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.ipc as ipc
-from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
@@ -42,6 +39,7 @@ from shoal.fs.markers import MARKER_DIR
 from shoal.fs.storage import Storage
 from shoal.spark.options import new_table_path, open_or_create, parse_options, undo_new_table
 from shoal.spark.read import arrow_target
+from shoal.spark.staging import StagedRows, delete_staging, read_staged, stage_rows
 from shoal.table import Table
 from shoal.timeline.timeline import Timeline
 from shoal.write.writer import Operation
@@ -51,20 +49,10 @@ IDENTIFIER_OPTION = "hoodie.datasource.write.streaming.checkpoint.identifier"
 DEFAULT_IDENTIFIER = "default_single_writer"
 # The Spark query (its id, kept in the query's checkpoint) that committed each identifier's batch.
 SINK_QUERY_KEY = "_shoal_streaming_sink_query"
-# The task-local property in which Spark's micro-batch execution gives the query's id.
-_QUERY_ID_PROPERTY = "sql.streaming.queryId"
 STAGING_PREFIX = "stream-sink-"
 # Options Spark itself takes, which reach the data source with the user's.
 _SPARK_OPTIONS = ("path", "checkpointlocation")
 _SINK_WRITES = (Operation.UPSERT, Operation.INSERT, Operation.BULK_INSERT, Operation.DELETE)
-
-
-@dataclass
-class StagedRows(WriterCommitMessage):
-    """The files one task staged, and the id of the streaming query that ran it."""
-
-    files: list[str] = field(default_factory=list)
-    query: str | None = None
 
 
 @dataclass(frozen=True)
@@ -123,27 +111,6 @@ def staging_dir(identifier: str) -> str:
     return f"{MARKER_DIR}/{STAGING_PREFIX}{digest}"
 
 
-def stage_rows(job: SinkJob, batches: Iterator[pa.RecordBatch]) -> StagedRows:
-    """One task: writes its rows to ``<staging>/<stage>-<partition>-<attempt>.arrow``."""
-    ctx = TaskContext.get()
-    stage, partition, attempt = (ctx.stageId(), ctx.partitionId(), ctx.taskAttemptId()) if ctx else (0, 0, 0)
-    staged = StagedRows(query=ctx.getLocalProperty(_QUERY_ID_PROPERTY) if ctx else None)
-    storage = Storage(job.base_uri)
-    name = f"{job.staging}/{stage}-{partition}-{attempt}.arrow"
-    with ExitStack() as files:
-        sink = None
-        for batch in batches:
-            if not batch.num_rows:
-                continue
-            if sink is None:
-                storage.makedirs(job.staging)
-                out = files.enter_context(storage.fs.open_output_stream(storage.full_path(name)))
-                sink = files.enter_context(ipc.new_stream(out, batch.schema))
-                staged.files.append(name)
-            sink.write_batch(batch)
-    return staged
-
-
 @dataclass(frozen=True)
 class SinkCheckpoint:
     """What the latest commit of an identifier recorded: its micro-batch id, and the query that
@@ -194,14 +161,9 @@ def commit_batch(job: SinkJob, messages: list[WriterCommitMessage | None], batch
         query = next((m.query for m in staged if m.query), None)
         if is_replay(last_committed_batch(table, job.identifier), batch_id, query):
             return None
-        storage = table.storage
-        tables = []
-        for name in sorted(f for m in staged for f in m.files):
-            with storage.fs.open_input_stream(storage.full_path(name)) as f:
-                tables.append(ipc.open_stream(f).read_all())
-        if not tables:
+        data = read_staged(table.storage, staged)
+        if data is None:
             return None
-        data = pa.concat_tables(tables)
         checkpoint = {SINK_CHECKPOINT_KEY: json.dumps({job.identifier: str(batch_id)})}
         if query:
             checkpoint[SINK_QUERY_KEY] = json.dumps({job.identifier: query})
@@ -213,9 +175,7 @@ def commit_batch(job: SinkJob, messages: list[WriterCommitMessage | None], batch
 def discard_staged(job: SinkJob, staged: list[StagedRows]) -> None:
     """Deletes the directory the tasks of a micro-batch staged their files in, with the files of
     failed attempts (which no message names), and any other directory a message names."""
-    storage = Storage(job.base_uri)
-    for directory in {job.staging} | {f.rsplit("/", 1)[0] for m in staged for f in m.files}:
-        storage.delete_dir(directory)
+    delete_staging(job.base_uri, job.staging, staged)
 
 
 class ShoalStreamWriter(DataSourceStreamArrowWriter):
@@ -225,7 +185,7 @@ class ShoalStreamWriter(DataSourceStreamArrowWriter):
         self.job = job
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedRows:
-        return stage_rows(self.job, iterator)
+        return stage_rows(self.job.base_uri, self.job.staging, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         commit_batch(self.job, messages, batchId)

@@ -978,15 +978,12 @@ def make_index(
 ) -> BloomIndex | None:
     """The index that tags ``operation``'s records (``hoodie.index.type``); None when the
     operation needs no lookup (inserts that allow duplicates). ``cache_keys``: see BloomIndex.
-    The bucket index (``Writer.bucket_index``) is planned by the local and streaming writers
-    and by ``shoal.spark.write``, which never ask for this index with it; the Spark data source
-    writer (``df.write.format("shoal")``), whose tasks each write the rows they are given,
-    refuses it here, before any instant."""
+    The bucket index (``Writer.bucket_index``) places records by their buckets, and every
+    write path plans it without asking for this index: a caller that asks is refused."""
     if wc.get(INDEX_TYPE) == "BUCKET":
         raise UnsupportedError(
-            "hoodie.index.type=BUCKET is supported by shoal.Table's writes, its streaming writer "
-            "and shoal.spark.write: this write path (df.write.format('shoal')) cannot route "
-            "records to their buckets' file groups; use shoal.spark.write(df, path, ...)"
+            "hoodie.index.type=BUCKET places records by bucket (Writer.bucket_index), not through "
+            "an index lookup"
         )
     if not looks_up_keys(wc, operation):
         return None
