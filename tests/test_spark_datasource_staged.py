@@ -7,6 +7,7 @@ staged file stays behind."""
 from __future__ import annotations
 
 import os
+import time
 
 import pyarrow as pa
 import pytest
@@ -178,3 +179,22 @@ def test_a_staged_write_checks_its_schema_before_any_task(tmp_path):
     begin_write(options, spark_schema(SCHEMA), overwrite=False)
     with pytest.raises(SchemaMismatchError):
         begin_write(options, spark_schema(SCHEMA.remove(SCHEMA.get_field_index("ts"))), overwrite=False)
+
+
+def test_a_staged_write_deletes_staging_its_driver_abandoned(tmp_path):
+    """Rows staged by a write whose driver died before the commit are deleted by a later staged
+    write once a week has passed; younger staging, and other scratch directories, stay."""
+    path = str(tmp_path / "t")
+    options = {"path": path, "hoodie.datasource.write.operation": "upsert", **CREATE}
+    begin_write(options, spark_schema(SCHEMA), overwrite=False)
+    temp = os.path.join(path, ".hoodie", ".temp")
+    week_ago = time.time() - 7 * 24 * 3600
+    for name, age in [("ds-write-old", week_ago - 60), ("ds-write-young", week_ago + 600)]:
+        os.makedirs(os.path.join(temp, name))
+        with open(os.path.join(temp, name, "0-0-0.arrow"), "wb") as f:
+            f.write(b"rows")
+        os.utime(os.path.join(temp, name), (age, age))
+    os.makedirs(os.path.join(temp, "stream-sink-old"))
+    os.utime(os.path.join(temp, "stream-sink-old"), (week_ago - 60, week_ago - 60))
+    begin_write(options, spark_schema(SCHEMA), overwrite=False)
+    assert sorted(_staging_left(path)) == ["ds-write-young", "stream-sink-old"]

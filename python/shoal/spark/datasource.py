@@ -93,7 +93,7 @@ from shoal.spark.read import (
     spark_schema,
 )
 from shoal.spark.splits import SplitPolicy
-from shoal.spark.staging import StagedRows, delete_staging, read_staged, stage_rows
+from shoal.spark.staging import StagedRows, delete_abandoned, delete_staging, read_staged, stage_rows
 from shoal.spark.stream import ShoalStreamReader, read_partition, slice_partitions, split_stream_options
 from shoal.table import Table, _resolve_as_of
 from shoal.timeline.commit_metadata import WriteStat
@@ -539,6 +539,7 @@ def _plan_staged_write(
     timeline = Timeline.load(table.storage, table.config)
     records = _prepare(writer, arrow_target(schema, "UTC").empty_table(), operation, timeline)
     data_schema = records.drop_columns([RECORD_KEY, PARTITION_PATH, OP_COLUMN]).schema
+    delete_abandoned(table.storage, MARKER_DIR, _STAGED_WRITE_PREFIX, ABANDONED_STAGING_S)
     staging = f"{MARKER_DIR}/{_STAGED_WRITE_PREFIX}{uuid.uuid4().hex}"
     return WriteJob(
         table.storage.base_uri, "", operation, hoodie, data_schema, new_table=new, staging=staging
@@ -600,6 +601,9 @@ def _start_write(
 
 # The staging directories of staged writes are .hoodie/.temp/<prefix><random id>.
 _STAGED_WRITE_PREFIX = "ds-write-"
+# A staged write deletes the staging directories of others untouched for this long: no Spark
+# job stages its rows for a week before its commit, so their drivers died.
+ABANDONED_STAGING_S = 7 * 24 * 3600
 
 # Writes whose tasks each write the rows they are given into new file groups.
 _DATA_SOURCE_WRITES = (

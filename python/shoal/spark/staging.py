@@ -11,11 +11,13 @@ with the staging directory.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.ipc as ipc
 from pyspark import TaskContext
 from pyspark.sql.datasource import WriterCommitMessage
@@ -72,3 +74,19 @@ def delete_staging(base_uri: str, staging: str, staged: list[StagedRows]) -> Non
     storage = Storage(base_uri)
     for directory in {staging} | {f.rsplit("/", 1)[0] for m in staged for f in m.files}:
         storage.delete_dir(directory)
+
+
+def delete_abandoned(storage: Storage, parent: str, prefix: str, older_than_s: float) -> list[str]:
+    """Deletes the staging directories ``<parent>/<prefix>*`` last changed more than
+    ``older_than_s`` seconds ago: those of writes whose driver died between staging and
+    commit, which nothing else deletes. A file system that reports no time for directories
+    (object stores) keeps them. Returns the directories deleted."""
+    selector = pafs.FileSelector(storage.full_path(parent), allow_not_found=True)
+    cutoff = time.time_ns() - int(older_than_s * 1e9)
+    deleted = []
+    for info in storage.fs.get_file_info(selector):
+        stale = info.mtime_ns is not None and info.mtime_ns < cutoff
+        if info.type == pafs.FileType.Directory and info.base_name.startswith(prefix) and stale:
+            storage.delete_dir(f"{parent}/{info.base_name}")
+            deleted.append(info.base_name)
+    return deleted
