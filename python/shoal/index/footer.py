@@ -75,6 +75,9 @@ def read_key_footer(storage: Storage, path: str) -> KeyFooter:
     try:
         with damaged_parquet(path), storage.open_input_file(path) as f:
             meta = pq.read_metadata(f).metadata or {}
+    except FileNotFoundError:
+        # No damage: a concurrent clean or rollback deletes files (the writer plans again).
+        raise
     except OSError as e:
         # A base file the timeline names that cannot be opened at all is damage to the table too.
         raise CorruptDataError(f"cannot read the footer of {path}: {e}") from e
