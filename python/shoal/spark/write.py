@@ -78,10 +78,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from shoal.config import write_config as wc
-from shoal.errors import InvalidArgumentError
+from shoal.errors import CommitConflictError, InvalidArgumentError
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bucket import BucketIndex
 from shoal.keygen import keygen_properties
+from shoal.read.settle import files_went_away
 from shoal.spark.counting import BucketCounts, Profile, TagContext
 from shoal.spark.executor import SparkExecutor, spark_job
 from shoal.spark.frames import arrow_batches, evaluated_once, plain, quoted, sample_records
@@ -94,6 +95,7 @@ from shoal.spark.global_keys import (
     read_keys,
 )
 from shoal.spark.keying import BucketLayout, KeySpec
+from shoal.spark.missing_files import missing_file
 from shoal.spark.options import parse_options, table_for_write
 from shoal.spark.packing import PACKED_DIR_NAME, Run, planned_runs, runs_by_task
 from shoal.spark.routing import PASS_SCHEMA, RecordKeying, laid_out_runs, pass_counts, route_task
@@ -121,6 +123,7 @@ from shoal.write.schema import (
     strip_meta_columns,
 )
 from shoal.write.writer import (
+    PLAN_ATTEMPTS,
     REPLACING,
     WRITES_NEW_FILE_GROUPS,
     Operation,
@@ -158,6 +161,14 @@ def write(
 
     Records are validated, keyed, tagged and written by Spark tasks; planning and the commit
     happen on the driver with the same code as the local writer, so both give the same table.
+
+    As the local writer, the write plans again (up to three plans) when a clean, an archival,
+    a rollback or a restore run concurrently (another process's) deleted a file its plan read
+    before its instant started; a file missing with no such cause raises FileNotFoundError, and
+    one missing once the instant started raises CommitConflictError, nothing committed. Planning
+    again evaluates ``df`` again: it should give the same rows (an input that would not, such as
+    one sampling at random, is written as its last evaluation gave it; cache or checkpoint it to
+    pin one).
     """
     return _write(df, path, operation, {**(options or {}), **more_options})
 
@@ -260,18 +271,33 @@ class SparkWrite:
         self._scratch: list[str] = []  # deleted after the write
         # Whether this write compacted the table before widening a column's type.
         self._compacted = False
+        # A global index write's input as its passes read it (``evaluated_once``).
+        self._evaluated: DataFrame | None = None
 
     def run(self, df: DataFrame) -> WriteResult:
+        """Writes ``df``. Planning runs again when a concurrent clean, archival, rollback or
+        restore deleted a file it read (as the local writer's does, up to ``PLAN_ATTEMPTS``
+        plans), and evaluates ``df`` again (see :func:`write`): each plan's route pass reads the
+        input once, and a global index write's passes share one evaluation across plans
+        (``evaluated_once``). A file missing once the instant started fails the write with
+        CommitConflictError, nothing committed (the next write rolls it back)."""
         with table_lock(self.table.storage, WRITE):
             try:
                 result = self._run(df)
             finally:
-                for broadcast in self._broadcasts:
-                    broadcast.unpersist()
-                for directory in self._scratch:
-                    self.table.storage.delete_dir(directory)
+                self._release()
             result.timings.update(self.timings)
             return result
+
+    def _release(self) -> None:
+        """Releases what the plans so far left: broadcasts, and the packed records of the
+        scratch directories."""
+        for broadcast in self._broadcasts:
+            broadcast.unpersist()
+        self._broadcasts.clear()
+        for directory in self._scratch:
+            self.table.storage.delete_dir(directory)
+        self._scratch.clear()
 
     def _phase(self, name: str, started: float) -> float:
         now = time.perf_counter()
@@ -284,16 +310,44 @@ class SparkWrite:
         return broadcast
 
     def _run(self, df: DataFrame) -> WriteResult:
+        """Plans the write and runs it, planning again while a plan finds a file missing that
+        a clean, an archival, a rollback or a restore explains, or after compacting the table."""
+        failed_plans = 0
+        while True:
+            timeline = Timeline.load(self.table.storage, self.table.config)
+            try:
+                result = self._planned_run(df, timeline)
+            except Exception as exc:
+                missing = missing_file(exc)
+                if missing is None:
+                    raise
+                failed_plans += 1
+                # Nothing on the timeline is this write's yet: the instant starts after planning.
+                if failed_plans == PLAN_ATTEMPTS or not files_went_away(timeline, timeline.reload()):
+                    if missing is exc:
+                        raise
+                    raise missing from exc
+                result = None
+            if result is not None:
+                return result
+            self._release()
+
+    def _planned_run(self, df: DataFrame, timeline: Timeline) -> WriteResult | None:
+        """Plans the write on ``timeline``, then runs it. Returns the result, or None when the
+        write compacted the table first and must plan again. Raises a missing file only while
+        planning."""
         t = time.perf_counter()
-        storage, writer, op, config = self.table.storage, self.writer, self.operation, self.table.config
-        timeline = Timeline.load(storage, config)
+        storage, writer, op = self.table.storage, self.writer, self.operation
         # Bad bucket index options fail before any job (as in the local writer).
         bucket_index = writer.bucket_index()
         spec, data_schema, table_schema = self._key_spec(df, timeline, bucket_index)
         keyed = counted = pass_rows = bucketed = None
         if spec.global_keys:
             # The key pass and the route pass evaluate the input: it must give the same rows.
-            source = evaluated_once(df)
+            # One evaluation serves every plan.
+            if self._evaluated is None:
+                self._evaluated = evaluated_once(df)
+            source = self._evaluated
             t = self._phase("plan_tagging", t)
             keyed = self._key_pass(source, spec)
             t = self._phase("keys", t)
@@ -316,7 +370,7 @@ class SparkWrite:
         if not self._compacted and writer.compact_before_widening(timeline, data_schema) is not timeline:
             # The compaction rewrote the base files the passes tagged against: plan again.
             self._compacted = True
-            return self._run(df)
+            return None
         # A partitioned index plans with the partitions its records fall in (a global index,
         # and a replace of the whole table, with all of them).
         listed = _partitions_of(counted) if counted is not None and op not in REPLACING else None
@@ -340,7 +394,16 @@ class SparkWrite:
             assert counted is not None and pass_rows is not None
             planned = self._assign(counted, pass_rows, bucketed, timeline, view, source, spec, table_schema)
         t = self._phase("assign", t)
-        return self._execute(source, spec, planned, data_schema, table_schema, t)
+        try:
+            return self._execute(source, spec, planned, data_schema, table_schema, t)
+        except Exception as exc:
+            missing = missing_file(exc)
+            if missing is None:
+                raise
+            # Not a planning error: the caller must not plan again.
+            raise CommitConflictError(
+                f"a file the write needed went missing while it ran: {missing}"
+            ) from exc
 
     def _key_pass(self, source: DataFrame, spec: KeySpec) -> pa.Table:
         """A global index write's key pass: every record's key, partition path, operation,
