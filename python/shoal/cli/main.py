@@ -273,6 +273,22 @@ _RETAIN_FLAGS = {
 }
 
 
+def _check(args: argparse.Namespace) -> int:
+    from shoal.services.check import check_table
+
+    t = shoal.Table(args.path)
+    report = check_table(t.storage, t.config, deep=args.deep)
+    if report.problems:
+        grid = _grid("problems", ("severity", "kind", "path", "detail"))
+        for p in report.problems:
+            grid.add_row("error" if p.is_error else "warning", p.kind, p.path, p.detail)
+        console.print(grid)
+    errors, warnings = len(report.errors), len(report.problems) - len(report.errors)
+    checked = f"checked {report.files} files of {report.file_groups} file groups"
+    console.print(f"{checked}: {errors} errors, {warnings} warnings")
+    return 1 if errors else 0
+
+
 def _clean(args: argparse.Namespace) -> int:
     from shoal.config.write_config import CLEANER_POLICY
     from shoal.services.clean import clean_metadata
@@ -591,6 +607,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="snapshot (default: logs merged) or read_optimized (base files only)",
     )
     p.set_defaults(fn=_show)
+    p = command(
+        "check", "check the table's files against its timeline: lost, cut-off or unrecorded files", False
+    )
+    p.add_argument("path", help=PATH_HELP)
+    p.add_argument("--deep", action="store_true", help="read every latest file's footer or blocks too")
+    p.set_defaults(fn=_check)
     p = command("archive", "archive old instants (hoodie.keep.min/max.commits)")
     p.add_argument("path", help=PATH_HELP)
     p.set_defaults(fn=_archive)
