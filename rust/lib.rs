@@ -7,6 +7,7 @@ pub mod avro;
 pub mod base_file;
 pub mod bloom;
 pub mod error;
+pub mod keyhash;
 pub mod keysort;
 pub mod logformat;
 pub mod merge;

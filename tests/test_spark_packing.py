@@ -185,3 +185,25 @@ def test_a_packed_file_is_not_written_once_its_directory_is_gone(tmp_path):
     with pytest.raises(FileNotFoundError):
         PackedWriter(storage, "gone/0-1.arrow", 0)
     assert not (tmp_path / "gone").exists()
+
+
+def test_runs_whose_packed_columns_match_keep_their_own_repeated_columns(tmp_path):
+    # Two writes' records whose packed schemas differ only in their metadata (which columns the
+    # packing left out as repeats): each must unpack to its own columns, as written.
+    storage = Storage(str(tmp_path))
+    keys = pa.array(["a", "b", "c"])
+    first = pa.table({"key": keys, "_hoodie_record_key": keys})
+    second = pa.table({"key": keys, "copy": keys})
+    third = pa.table(
+        {"key": keys, "copy": keys},
+        schema=pa.schema([("key", pa.string()), pa.field("copy", pa.string(), False)]),
+    )
+    routes = pa.array([0, 0, 0], pa.int32())
+    index = pa.Table.from_batches(
+        [_pack(storage, p, [(t, routes)]) for p, t in enumerate([first, second, third])]
+    )
+    reader = PackedReader(storage)
+    got = [reader.records(run) for _, _, run in sorted(planned_runs(index), key=lambda r: r[1])]
+    reader.close()
+    for table, want in zip(got, [first, second, third], strict=True):
+        assert table.equals(want) and table.schema.equals(want.schema, check_metadata=True)

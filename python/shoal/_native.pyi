@@ -71,6 +71,10 @@ def keys_held_by(probe: pa.Array | Any, stored: pa.Array | Any) -> pa.BooleanArr
     """For each key of ``probe``, whether ``stored`` holds it (null keys: false); both string or
     binary arrays."""
 
+def key_hashes(keys: pa.Array | Any) -> pa.UInt64Array:
+    """The stable 64-bit hash of every key of a string or binary array
+    (``shoal.spark.keys.key_hash``); a null key hashes as the empty key."""
+
 def keys_in_range(keys: pa.Array | Any, lo: str, hi: str) -> pa.BooleanArray:
     """For each key of a string or binary array, whether it lies within ``[lo, hi]`` in UTF-16
     code-unit order, as Hudi's bloom index tests keys against a footer's min/max record key

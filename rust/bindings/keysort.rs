@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use arrow_array::UInt64Array;
 use pyo3::prelude::*;
 use pyo3_arrow::PyArray;
 
@@ -61,6 +62,20 @@ fn keys_held_by<'py>(
     py.import("pyarrow")?.getattr("array")?.call1((exported,))
 }
 
+/// The stable 64-bit hash of every key of a string or binary array (`crate::keyhash`); returns a
+/// `pyarrow.UInt64Array`.
+#[pyfunction]
+fn key_hashes<'py>(py: Python<'py>, keys: PyArray) -> PyResult<Bound<'py, PyAny>> {
+    let hashes = py
+        .detach(|| crate::keyhash::key_hashes(keys.as_ref().as_ref()))
+        .map_err(to_py_err)?;
+    let exported = Bound::new(
+        py,
+        PyArray::from_array_ref(Arc::new(UInt64Array::from(hashes))),
+    )?;
+    py.import("pyarrow")?.getattr("array")?.call1((exported,))
+}
+
 /// For each key of a string or binary array, whether it lies within `[lo, hi]` in UTF-16
 /// code-unit order, as Hudi's bloom index tests keys against a footer's min/max record key (null
 /// keys give null). Returns a `pyarrow.BooleanArray`.
@@ -86,5 +101,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(keys_distinct, m)?)?;
     m.add_function(wrap_pyfunction!(keys_held_by, m)?)?;
     m.add_function(wrap_pyfunction!(keys_in_range, m)?)?;
+    m.add_function(wrap_pyfunction!(key_hashes, m)?)?;
     Ok(())
 }

@@ -179,7 +179,8 @@ class BloomIndex:
             found = self._prune_with_footer(keys, sl)
             if found is None:
                 return None
-            idx, probe = found
+            idx = found[0]
+            probe = keys if idx is None else keys.take(idx)
         file_keys = self._file_keys(sl.base_file.path)
         sel = pc.indices_nonzero(held_by(probe, file_keys))
         return sel if idx is None else idx.take(sel)
@@ -197,27 +198,38 @@ class BloomIndex:
     def _footer(self, path: str) -> KeyFooter:
         return read_key_footer(self.storage, path)
 
-    def _prune_with_footer(self, keys: pa.Array, sl: FileSlice) -> tuple[pa.Array | None, pa.Array] | None:
+    def _prune_with_footer(self, keys: pa.Array, sl: FileSlice) -> tuple[pa.Array | None] | None:
         """Keys that may be in the file by its min/max keys and bloom filter: (their indices into
-        ``keys`` or None for all, the keys themselves); None when no key can be there."""
+        ``keys``, or None for all); None when no key can be there. Keys are copied only for the
+        bloom filter, and only when the range leaves some out: footer tags need the indices
+        alone, and with random keys every key is within every file's range."""
         assert sl.base_file is not None
+        if len(keys) == 0:
+            return None
         footer = self._footer(sl.base_file.path)
         idx: pa.Array | None = None
         probe = keys
         if self.prune_by_ranges and footer.min_key is not None and footer.max_key is not None:
             in_range = _in_key_range(keys, footer.min_key, footer.max_key)
-            idx = pc.indices_nonzero(in_range)
-            if len(idx) == 0:
-                return None
-            probe = keys.take(idx)
+            if _true_count(in_range) < len(keys):
+                idx = pc.indices_nonzero(in_range)
+                if len(idx) == 0:
+                    return None
+                probe = keys.take(idx)
         if footer.bloom is not None:
             maybe = footer.bloom.might_contain_batch(probe)
-            sel = pc.indices_nonzero(maybe)
-            if len(sel) == 0:
-                return None
-            idx = sel if idx is None else idx.take(sel)
-            probe = probe.take(sel)
-        return idx, probe
+            if _true_count(maybe) < len(probe):
+                sel = pc.indices_nonzero(maybe)
+                if len(sel) == 0:
+                    return None
+                idx = sel if idx is None else idx.take(sel)
+        return (idx,)
+
+
+def _true_count(mask: pa.Array | pa.ChunkedArray) -> int:
+    """How many values of a boolean array are true (nulls are not)."""
+    chunks = mask.chunks if isinstance(mask, pa.ChunkedArray) else [mask]
+    return sum(chunk.true_count for chunk in chunks)
 
 
 def _in_key_range(keys: pa.Array, lo: str, hi: str) -> pa.Array:

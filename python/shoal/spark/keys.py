@@ -15,66 +15,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-_HASH_WIDTH = 64  # bytes of a key hashed from each end
-_MIX_1, _MIX_2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+from shoal import _native
+from shoal.arrays import contiguous
 
 
 def key_hash(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """A 64-bit hash (uint64) of every key of a string array without nulls, a function of the
     key's bytes alone (whatever else the batch holds). A key of at most 64 bytes is hashed as
     its length and its 8-byte words (the last one padded with zero bytes); a longer key as its
-    length and the words of its first and last 64 bytes."""
-    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
-    n = len(keys)
-    if n == 0:
+    length and the words of its first and last 64 bytes: splitmix64's finalizer over the length
+    times the golden ratio, then over the running hash xor each little-endian word (Rust:
+    ``keyhash.rs``, about a tenth of the cost of doing it column by column in numpy)."""
+    if len(keys) == 0:
         return np.zeros(0, dtype=np.uint64)
-    lengths = pc.binary_length(keys).to_numpy(zero_copy_only=False).astype(np.int64)
-    h = _mix(lengths.astype(np.uint64) * _GOLDEN)
-    raw = keys.view(pa.binary())
-    long = lengths > _HASH_WIDTH
-    if not long.any():
-        return _hash_words(_words(raw, lengths), lengths, h)
-    out = np.empty(n, dtype=np.uint64)
-    short = np.flatnonzero(~long)
-    if len(short):
-        at = pa.array(short)
-        out[short] = _hash_words(_words(raw.take(at), lengths[short]), lengths[short], h[short])
-    at_long = np.flatnonzero(long)
-    values = raw.take(pa.array(at_long))
-    ends = np.full(len(at_long), _HASH_WIDTH, dtype=np.int64)
-    head = _hash_words(_words(pc.binary_slice(values, 0, _HASH_WIDTH), ends), ends, h[at_long])
-    out[at_long] = _hash_words(_words(pc.binary_slice(values, -_HASH_WIDTH), ends), ends, head)
-    return out
-
-
-def _words(values: pa.Array, lengths: np.ndarray) -> np.ndarray:
-    """Binary values (of the given byte lengths) padded with zero bytes to the longest one,
-    rounded up to whole 8-byte words, as an (n, words) uint64 matrix."""
-    width = int(lengths.max())
-    if int(lengths.min()) != width:
-        values = pc.ascii_rpad(values.view(pa.string()), width=width, padding="\x00").view(pa.binary())
-    n = len(values)
-    offsets = np.frombuffer(values.buffers()[1], dtype=np.int32, count=n + 1, offset=values.offset * 4)
-    data = np.frombuffer(values.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
-    padded = np.zeros((n, -(-width // 8) * 8), dtype=np.uint8)
-    padded[:, :width] = data.reshape(n, width)
-    return padded.view(np.uint64)
-
-
-def _hash_words(words: np.ndarray, lengths: np.ndarray, h: np.ndarray) -> np.ndarray:
-    """``h`` mixed with each key's own words: word ``c`` counts for keys longer than ``8 c``
-    bytes, so the padding a batch adds to shorter keys changes nothing."""
-    for column in range(words.shape[1]):
-        h = np.where(lengths > 8 * column, _mix(h ^ words[:, column]), h)
-    return h
-
-
-def _mix(h: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer (uint64 arithmetic wraps)."""
-    h = (h ^ (h >> np.uint64(30))) * _MIX_1
-    h = (h ^ (h >> np.uint64(27))) * _MIX_2
-    return h ^ (h >> np.uint64(31))
+    return _native.key_hashes(contiguous(keys)).to_numpy()
 
 
 class KeyMap:

@@ -102,7 +102,7 @@ class _TaskWriter:
         returns its result row."""
         task = self.task
         self.written.add(bucket)
-        data = pa.concat_tables(runs)
+        data = pa.concat_tables(runs).combine_chunks()
         seq = data.column(SEQ_COLUMN) if SEQ_COLUMN in data.column_names else None
         records = _finish(data.drop_columns([SEQ_COLUMN]) if seq is not None else data, seq, task)
         carried = self.carried.pop(bucket, [])
@@ -181,6 +181,9 @@ def split_strays(spec: LogAppendSpec, records: pa.Table) -> tuple[pa.Table, pa.T
     path = f"{spec.partition_path}/{spec.base_file_name}" if spec.partition_path else spec.base_file_name
     base_keys = read_base_file(Storage(spec.base_uri), path, [RECORD_KEY]).column(RECORD_KEY)
     held = held_by(records.column(RECORD_KEY), base_keys)
+    if pc.all(held).as_py():
+        # As good as always (a bloom false positive is one in a billion keys): no copies.
+        return records, records.slice(0, 0)
     strays = records.filter(pc.and_(pc.invert(held), pc.equal(records.column(OP_COLUMN), OP_UPSERT)))
     return records.filter(held), strays
 

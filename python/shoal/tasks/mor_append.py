@@ -70,8 +70,12 @@ def run_log_append(spec: LogAppendSpec, records: pa.Table, storage: Storage | No
     storage = storage or Storage(spec.base_uri)
     ops = records.column(OP_COLUMN)
     is_upsert = pc.equal(ops, OP_UPSERT)
-    upserts = records.filter(is_upsert).drop_columns([OP_COLUMN])
-    deletes = records.filter(pc.invert(is_upsert))
+    if pc.all(is_upsert).as_py():
+        # Most appends hold no delete: no copies (a filter keeps the chunks as they are too).
+        upserts, deletes = records.drop_columns([OP_COLUMN]), records.slice(0, 0)
+    else:
+        upserts = records.filter(is_upsert).drop_columns([OP_COLUMN])
+        deletes = records.filter(pc.invert(is_upsert))
     blocks: list[bytes] = []
     schema = spec.table_schema
     if upserts.num_rows:
