@@ -12,7 +12,9 @@ import pyarrow as pa
 import pytest
 
 import shoal
+from shoal import _native
 from shoal.cli import main
+from shoal.errors import ShoalError
 from shoal.fs.view import FileSlice
 from shoal.services.check import check_table
 from tests.test_fixtures import ALL_FIXTURES
@@ -151,3 +153,86 @@ def test_commit_metadata_that_does_not_parse(tmp_path):
     with open(path, "w") as f:
         f.write('{"partitionToWriteStats": ')
     assert _problems(t) == [("unreadable_metadata", f".hoodie/{last}.commit")]
+
+
+def test_a_lost_file_of_a_group_last_written_by_an_archived_commit_is_missing(tmp_path):
+    t = _table(tmp_path / "t", "COPY_ON_WRITE")
+    archived = {i.requested_time for i in t.archived_timeline.completed_data_instants()}
+    old = [s.base_file for s in t.file_slices() if s.base_file.instant_time in archived]
+    assert old, "the table has no file group an archived commit wrote last"
+    lost = old[0].path
+    os.remove(os.path.join(t.path, lost))
+    assert _problems(t) == [("missing_file", lost)]
+
+
+def _log_with_blocks(t: shoal.Table) -> tuple[str, list]:
+    path = _latest(t, with_logs=True).log_files[-1].path
+    with open(os.path.join(t.path, path), "rb") as f:
+        blocks = _native.read_log_blocks(f.read())
+    return path, blocks
+
+
+def test_a_cut_off_log_file_has_the_wrong_size(tmp_path):
+    t = _table(tmp_path / "t", "MERGE_ON_READ")
+    cut, _ = _log_with_blocks(t)
+    full = os.path.join(t.path, cut)
+    with open(full, "r+b") as f:
+        f.truncate(os.path.getsize(full) - 30)  # the last block, a completed commit's, loses its end
+    assert _problems(t, deep=False) == [("size_mismatch", cut)]
+
+
+def test_a_block_a_completed_commit_appended_that_does_not_decode_is_damage(tmp_path):
+    t = _table(tmp_path / "t", "MERGE_ON_READ")
+    log, _ = _log_with_blocks(t)
+    with open(os.path.join(t.path, log), "r+b") as f:
+        f.write(b"XXXXXX")  # the first block's magic: readers skip the block, and its records
+    assert _problems(t, deep=False) == []
+    assert _problems(t) == [("damaged_file", log)]
+
+
+def test_a_block_whose_records_do_not_decode_is_damage(tmp_path):
+    t = _table(tmp_path / "t", "MERGE_ON_READ")
+    log, blocks = _log_with_blocks(t)
+    data = next(b for b in blocks if b.block_type == "AVRO_DATA_BLOCK")
+    with open(os.path.join(t.path, log), "r+b") as f:
+        f.seek(data.offset + data.size - 150)  # inside the records, framing intact
+        f.write(b"\xff" * 20)
+    with pytest.raises(ShoalError):
+        shoal.Table(t.path).read()
+    assert _problems(t, deep=False) == []
+    assert _problems(t) == [("damaged_file", log)]
+
+
+def test_a_zeroed_record_that_decodes_without_its_key_is_damage(tmp_path):
+    t = _table(tmp_path / "t", "MERGE_ON_READ")
+    log, blocks = _log_with_blocks(t)
+    full = os.path.join(t.path, log)
+    content = next(b for b in blocks if b.block_type == "AVRO_DATA_BLOCK").content()
+    # Content: format version, record count, then each record's length and bytes.
+    first = int.from_bytes(content[8:12], "big")
+    with open(full, "rb") as f:
+        start = f.read().find(content) + 12
+    with open(full, "r+b") as f:
+        f.seek(start)
+        f.write(b"\x00" * first)  # zeros decode as nulls: the record loses its key
+    with pytest.raises(ShoalError):
+        shoal.Table(t.path).read()
+    assert _problems(t) == [("damaged_file", log)]
+
+
+def test_records_of_a_write_that_never_completed_are_not_decoded(tmp_path):
+    t = _table(tmp_path / "t", "MERGE_ON_READ")
+    last = t.upsert(_rows(range(0, 4), 7))
+    os.remove(os.path.join(t.path, ".hoodie", f"{last}.deltacommit"))  # its write died before completing
+    log, failed = next(
+        (log.path, b)
+        for s in t.file_slices()
+        for log in s.log_files
+        for b in _native.read_log_file(os.path.join(t.path, log.path))
+        if b.instant_time == last
+    )
+    with open(os.path.join(t.path, log), "r+b") as f:
+        f.seek(failed.offset + failed.size - 150)
+        f.write(b"\xff" * 20)
+    shoal.Table(t.path).read()  # readers skip the block without decoding it
+    assert _problems(t) == []
