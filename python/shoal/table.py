@@ -30,7 +30,14 @@ from shoal.read.filters import Filter, check_filters
 from shoal.read.incremental import check_no_pending_write, is_latest_view, normalize_bound
 from shoal.read.incremental import read_incremental as read_changes
 from shoal.read.mor import MorSliceSpec, read_mor_slice
-from shoal.read.projection import check_columns, conform, conformed_schema, project, requested_columns
+from shoal.read.projection import (
+    check_columns,
+    conform,
+    conformed_schema,
+    project,
+    requested_columns,
+    without_file_metadata,
+)
 from shoal.read.pruning import prune_partitions
 from shoal.read.settle import read_settled
 from shoal.read.snapshot import SliceReadSpec, iter_batches, plan_slices, read_base_slice, unify
@@ -802,8 +809,8 @@ def _table_keygen(config: TableConfig, options: Mapping[str, Any]) -> KeyGenerat
 
 def _read_slice(spec: SliceReadSpec | MorSliceSpec, storage: Storage) -> pa.Table:
     if isinstance(spec, MorSliceSpec):
-        return read_mor_slice(spec, storage)
-    return read_base_slice(spec, storage)
+        return without_file_metadata(read_mor_slice(spec, storage))
+    return without_file_metadata(read_base_slice(spec, storage))
 
 
 def _merge_ordering(value: str | None, ordering_field: str | None) -> tc.MergeOrdering:

@@ -67,7 +67,7 @@ from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.read.filters import Filter, check_filters
 from shoal.read.mor import MorSliceSpec, read_mor_slice
-from shoal.read.projection import check_columns, conform, project
+from shoal.read.projection import check_columns, conform, project, without_file_metadata
 from shoal.read.pruning import prune_partitions
 from shoal.read.snapshot import SliceReadSpec, read_base_slice, unify
 from shoal.services.clean import ensure_retained
@@ -574,8 +574,8 @@ def plan_incremental(
 def read_slice(spec: ReadSpec, storage: Storage) -> pa.Table:
     """Reads one planned slice (a base file, or a base file merged with log blocks)."""
     if isinstance(spec, MorSliceSpec):
-        return read_mor_slice(spec, storage)
-    return read_base_slice(spec, storage)
+        return without_file_metadata(read_mor_slice(spec, storage))
+    return without_file_metadata(read_base_slice(spec, storage))
 
 
 def read_deleted(spec: DeleteProbeSpec, storage: Storage) -> pa.Table:

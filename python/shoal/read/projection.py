@@ -69,9 +69,7 @@ def conform(table: pa.Table, schema: pa.Schema | None) -> pa.Table:
     :meth:`shoal.Table.read_batches` return none."""
     if schema is None:
         return table
-    if table.schema.metadata:
-        # pyarrow drops the row count of a table without columns when it replaces its schema.
-        table = table.replace_schema_metadata(None) if table.num_columns else rows_without_columns(len(table))
+    table = without_file_metadata(table)
     target = conformed_schema(table.schema, schema)
     if target.equals(table.schema):
         return table
@@ -90,6 +88,16 @@ def conformed_schema(read: pa.Schema, schema: pa.Schema) -> pa.Schema:
         fields.append(field)
     fields += [f.with_nullable(True) for f in schema if f.name not in read.names]
     return pa.schema(fields)
+
+
+def without_file_metadata(table: pa.Table) -> pa.Table:
+    """``table`` without the schema metadata a base file's footer gave it (its bloom filter:
+    hundreds of KB a file, which a read of thousands of small files would otherwise hold once
+    per file until the slices are concatenated)."""
+    if not table.schema.metadata:
+        return table
+    # pyarrow drops the row count of a table without columns when it replaces its schema.
+    return table.replace_schema_metadata(None) if table.num_columns else rows_without_columns(len(table))
 
 
 def rows_without_columns(n: int) -> pa.Table:
