@@ -131,6 +131,9 @@ class FileSystemView:
         self._replaced = self._replaced_file_ids(completed)
         self.partition_paths, files_by_partition = self._discover(partitions)
         self.file_groups: dict[tuple[str, str], FileGroup] = {}
+        # File ids of each partition: a read or write asks partition by partition, and scanning
+        # every file group of the table per partition is quadratic in the partitions.
+        self._file_ids: dict[str, list[str]] = defaultdict(list)
         for partition, files in files_by_partition.items():
             self._add_partition(partition, files)
 
@@ -241,6 +244,7 @@ class FileSystemView:
         fg = self.file_groups.get(key)
         if fg is None:
             fg = self.file_groups[key] = FileGroup(partition, file_id)
+            self._file_ids[partition].append(file_id)
         return fg
 
     # ---- queries -------------------------------------------------------------------------
@@ -248,10 +252,12 @@ class FileSystemView:
     def latest_file_slices(self, partition: str | None = None) -> list[FileSlice]:
         """The latest committed slice of every live file group, merging a pending compaction's
         empty slice with the slice before it so that readers see base + all logs."""
+        if partition is None:
+            groups = [fg for _, fg in sorted(self.file_groups.items())]
+        else:
+            groups = [self.file_groups[(partition, f)] for f in sorted(self._file_ids.get(partition, ()))]
         out: list[FileSlice] = []
-        for (p, _), fg in sorted(self.file_groups.items()):
-            if partition is not None and p != partition:
-                continue
+        for fg in groups:
             sl = self._latest_slice(fg)
             if sl is not None:
                 out.append(sl)
