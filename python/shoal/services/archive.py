@@ -426,15 +426,21 @@ def _write_archive_files(
         return []
     existing = list_archive_files(storage, table_config)
     version = existing[-1].version + 1 if existing else 1
-    contents: list[bytes] = [b""]
+    # Blocks are gathered and joined once per file: appending each block to the file's bytes
+    # copies all of them again, quadratic in a file of up to ARCHIVE_FILE_MAX_SIZE.
+    files: list[list[bytes]] = [[]]
+    size = 0
     for i in range(0, len(entries), batch):
-        if len(contents[-1]) > ARCHIVE_FILE_MAX_SIZE:
-            contents.append(b"")
-        contents[-1] += encode_archive_blocks(entries[i : i + batch], batch)
+        if size > ARCHIVE_FILE_MAX_SIZE:
+            files.append([])
+            size = 0
+        block = encode_archive_blocks(entries[i : i + batch], batch)
+        files[-1].append(block)
+        size += len(block)
     written = []
-    for data in contents:
+    for blocks in files:
         path = f"{table_config.archive_dir}/{archive_file_name(version)}"
-        storage.create_exclusive(path, data)
+        storage.create_exclusive(path, b"".join(blocks))
         written.append(path)
         version += 1
     return written
