@@ -18,10 +18,12 @@ from shoal.errors import CommitConflictError
 
 @dataclass(frozen=True)
 class FileInfo:
-    """A listed file: path relative to the base path, and size in bytes."""
+    """A listed file: path relative to the base path, size in bytes, and modification time in
+    nanoseconds when the file system reports one."""
 
     path: str
     size: int
+    mtime_ns: int | None = None
 
     @property
     def name(self) -> str:
@@ -127,10 +129,14 @@ class Storage:
         sel = pafs.FileSelector(self.full_path(rel), allow_not_found=True, recursive=recursive)
         prefix = self.base_path.rstrip("/") + "/"
         for info in self.fs.get_file_info(sel):
-            if info.type != pafs.FileType.File:
+            # ``is_file`` rather than ``type``, which builds an enum per file: a timeline load
+            # lists every instant file, thousands of them when archival is off.
+            if not info.is_file:
                 continue
             path = info.path
-            yield FileInfo(path[len(prefix) :] if path.startswith(prefix) else path, int(info.size or 0))
+            yield FileInfo(
+                path[len(prefix) :] if path.startswith(prefix) else path, int(info.size or 0), info.mtime_ns
+            )
 
     def open_input_file(self, rel: str) -> pafs.NativeFile:
         return self.fs.open_input_file(self.full_path(rel))

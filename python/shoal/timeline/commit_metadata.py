@@ -70,8 +70,7 @@ class WriteStat:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> WriteStat:
-        known = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in d.items() if k in known}
+        kwargs = {k: v for k, v in d.items() if k in _WRITE_STAT_FIELDS}
         stat = cls(**kwargs)
         for name in (
             "numWrites",
@@ -88,6 +87,10 @@ class WriteStat:
         if stat.prevCommit is None:
             stat.prevCommit = NULL_COMMIT
         return stat
+
+
+# Looked up once: commits carry a stat per file written, and every write reads many commits.
+_WRITE_STAT_FIELDS = frozenset(f.name for f in fields(WriteStat))
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 
 
@@ -87,6 +88,9 @@ class Instant:
         return f"[{self.requested_time}{done}, {self.action.value}, {self.state.name}]"
 
 
+# Every timeline load parses every file name of ``.hoodie/``: thousands when archival is off, and
+# a write loads the timeline several times. Instants are immutable, so parses are shared.
+@functools.lru_cache(maxsize=1 << 16)
 def parse_instant_file_name(name: str) -> Instant | None:
     """Parses a timeline file name of either layout; None for anything else (properties, crc, tmp)."""
     if name.startswith(".") or name.endswith((".crc", ".tmp")) or "." not in name:

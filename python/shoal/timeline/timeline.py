@@ -4,7 +4,9 @@ instants through requested -> inflight -> completed (written in the version 6 la
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -40,7 +42,15 @@ class Timeline:
     at its furthest state; a completed compaction is reported with action ``compaction``.
     """
 
-    def __init__(self, storage: Storage, config: TableConfig, files: Iterable[str]) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        config: TableConfig,
+        files: Iterable[str],
+        stamps: Mapping[str, tuple[int, int]] | None = None,
+    ) -> None:
+        """``stamps``: (size, mtime in ns) of listed file names, which lets completed metadata
+        parsed by an earlier Timeline of the same files be reused."""
         self.storage = storage
         self.config = config
         self.layout_version = config.timeline_layout_version
@@ -49,12 +59,14 @@ class Timeline:
         self._plan_cache: dict[str, list[dict]] = {}
         self._archive_read = False
         self._archive: ArchivedTimeline | None = None
+        self._stamps = stamps or {}
         self.instants = _effective_instants(parse_instant_file_name(n) for n in files)
 
     @classmethod
     def load(cls, storage: Storage, config: TableConfig) -> Timeline:
-        names = [f.name for f in storage.list_files(config.timeline_dir)]
-        return cls(storage, config, names)
+        listed = [(f.name, f) for f in storage.list_files(config.timeline_dir)]
+        stamps = {name: (f.size, f.mtime_ns) for name, f in listed if f.mtime_ns is not None}
+        return cls(storage, config, [name for name, _ in listed], stamps)
 
     def reload(self) -> Timeline:
         return Timeline.load(self.storage, self.config)
@@ -112,6 +124,16 @@ class Timeline:
 
         ``until``: as if the data instants after it were gone (where a restore to it starts);
         ``without``: as if that data instant were gone (where a rollback of it leaves the start)."""
+        if until is None and without is None:
+            return self._first_data_instant_time
+        return self._first_data_instant_time_of(until, without)
+
+    @cached_property
+    def _first_data_instant_time(self) -> str | None:
+        # File-system views ask for every file older than the timeline's completed instants.
+        return self._first_data_instant_time_of(None, None)
+
+    def _first_data_instant_time_of(self, until: str | None, without: str | None) -> str | None:
         savepointed = {i.requested_time for i in self.instants if i.action == Action.SAVEPOINT}
         first_savepointed = None
         for i in self.instants:
@@ -147,9 +169,24 @@ class Timeline:
             raise InstantNotFoundError(f"no completed instant {instant}")
         key = inst.requested_time
         if key not in self._metadata_cache:
-            data = self.read_instant(inst)
-            self._metadata_cache[key] = CommitMetadata.from_bytes(data, what=self.path_of(inst))
+            self._metadata_cache[key] = self._shared_metadata(inst)
         return self._metadata_cache[key]
+
+    def _shared_metadata(self, inst: Instant) -> CommitMetadata:
+        # A write loads the timeline several times, and sizing, cleaning and the MOR delete
+        # lookup each read commits far back: without sharing, every write re-parses every
+        # commit on the active timeline. Shared by file name, size and modification time, so a
+        # file rewritten in place (a damaged or repaired commit) is read again.
+        path = self.path_of(inst)
+        stamp = self._stamps.get(path.rsplit("/", 1)[-1])
+        if stamp is None:
+            return CommitMetadata.from_bytes(self.read_instant(inst), what=path)
+        key = (self.storage.base_uri, path, *stamp)
+        cached = _SHARED_METADATA.get(key)
+        if cached is None:
+            cached = CommitMetadata.from_bytes(self.read_instant(inst), what=path)
+            _SHARED_METADATA.put(key, cached, stamp[0])
+        return cached
 
     def compaction_plan(self, instant_time: str) -> list[dict]:
         """The operations of a compaction plan (``HoodieCompactionPlan.operations``); cached,
@@ -252,6 +289,42 @@ class Timeline:
                 self.storage.delete(f"{self.dir}/{name}", missing_ok=True)
 
 
+class _MetadataCache:
+    """Parsed completed-instant metadata, least recently used out once the files it came from
+    exceed ``max_bytes``. Callers treat CommitMetadata from a Timeline as read-only."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[tuple, tuple[CommitMetadata, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> CommitMetadata | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            return entry[0]
+
+    def put(self, key: tuple, metadata: CommitMetadata, size: int) -> None:
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+            self._entries[key] = (metadata, size)
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self._bytes -= dropped
+
+
+# Bounded by the bytes of the JSON parsed: the parsed objects take a small multiple of that.
+_SHARED_METADATA = _MetadataCache(max_bytes=32 * 2**20)
+
+
 def _effective_instants(parsed: Iterable[Instant | None]) -> list[Instant]:
     # Keyed by time, and apart for savepoints: ``T.savepoint`` sits beside the ``T.commit`` it pins.
     best: dict[tuple[str, bool], Instant] = {}
@@ -272,5 +345,7 @@ def _effective_instants(parsed: Iterable[Instant | None]) -> list[Instant]:
         elif Action.CLUSTERING in (cur.action, inst.action):
             merged_action = Action.CLUSTERING
         winner = inst if inst.state > cur.state else cur
-        best[key] = Instant(winner.requested_time, merged_action, winner.state, winner.completion_time)
+        if winner.action != merged_action:
+            winner = Instant(winner.requested_time, merged_action, winner.state, winner.completion_time)
+        best[key] = winner
     return sorted(best.values(), key=Instant.sort_key)
