@@ -72,8 +72,12 @@ def _prune(keys: list[str], lo: str, hi: str) -> list[str]:
     """The keys bloom index pruning keeps for a file whose footer bounds are ``lo`` and ``hi``."""
     index = BloomIndex(storage=None)  # type: ignore[arg-type]
     index._footer = lambda path: KeyFooter(lo, hi, None)  # type: ignore[method-assign]
-    found = index._prune_with_footer(pa.array(keys), SimpleNamespace(base_file=SimpleNamespace(path="f")))
-    return [] if found is None else found[1].to_pylist()
+    array = pa.array(keys, pa.string())
+    found = index._prune_with_footer(array, SimpleNamespace(base_file=SimpleNamespace(path="f")))
+    if found is None:
+        return []
+    (kept,) = found
+    return array.to_pylist() if kept is None else array.take(kept).to_pylist()
 
 
 def test_pruning_keeps_every_key_of_a_file_with_hudi_bounds():
