@@ -285,3 +285,35 @@ def test_a_tasks_missing_file_is_recognised_in_rdd_and_dataframe_jobs(spark):
         rdd.mapPartitions(_lose_file_then_fail).collect()
     assert missing_file(info.value) is None
     assert missing_file(RuntimeError("FileNotFoundError: x")) is None
+
+
+def test_a_global_index_upsert_racing_a_clean_plans_again_and_commits(spark, tmp_path, monkeypatch):
+    """Under a global index the driver looks the keys up in Spark tasks after the key pass: a
+    clean between the two deletes the files the lookup reads, and the write plans again (its
+    passes reading the input it evaluated once)."""
+    path = tmp_path / "t"
+    model = Model()
+    first = _rows(range(20), 1)
+    _create(path, "COPY_ON_WRITE").upsert(first, options=OCC)
+    model.upsert(first)
+    rewrite = "t.upsert(_rows(range(20), 2), options=options)\nt.clean(options=options)\n"
+    original = SparkWrite._key_pass
+    plans: list[int] = []
+
+    def key_pass(self, source, spec):
+        keyed = original(self, source, spec)
+        plans.append(1)
+        if len(plans) == 1:
+            _service(path, rewrite)
+        return keyed
+
+    monkeypatch.setattr(SparkWrite, "_key_pass", key_pass)
+    model.upsert(_rows(range(20), 2))
+    # A key that moves partition: the global index finds it where the table holds it.
+    update = _rows([1, 2, 21], 3).set_column(1, "city", pa.array(["b", "a", "a"]))
+    spark_write(
+        spark.createDataFrame(update), str(path), "upsert", {**OCC, "hoodie.index.type": "GLOBAL_BLOOM"}
+    )
+    model.upsert(update)
+    _assert_reads(path, model)
+    assert len(plans) == 2

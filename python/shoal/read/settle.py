@@ -38,6 +38,20 @@ def undone_marks(timeline: Timeline) -> frozenset[str]:
     )
 
 
+class StalePlan(FileNotFoundError):
+    """A write's plan listed files after a concurrent clean, archival or rollback had removed
+    some: a key whose files went is planned as new, and would be written twice. Writers plan
+    again on the newer timeline, as for a file found missing."""
+
+
+def check_plan_fresh(planned_on: Timeline) -> None:
+    """Raises StalePlan when a clean, an archival, a rollback or a restore happened since
+    ``planned_on`` was loaded: the listings a plan made since may lack files it needed, with no
+    error to show it (see the module)."""
+    if files_went_away(planned_on, planned_on.reload()):
+        raise StalePlan("a concurrent clean, archival or rollback removed files while the write planned")
+
+
 def files_went_away(before: Timeline, after: Timeline) -> bool:
     """Whether a clean, an archival, a rollback or a restore happened between two loads of a
     timeline: what explains a file that a plan made on ``before`` no longer finds."""

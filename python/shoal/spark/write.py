@@ -82,7 +82,7 @@ from shoal.errors import CommitConflictError, InvalidArgumentError
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bucket import BucketIndex
 from shoal.keygen import keygen_properties
-from shoal.read.settle import files_went_away
+from shoal.read.settle import StalePlan, check_plan_fresh, files_went_away
 from shoal.spark.counting import BucketCounts, Profile, TagContext
 from shoal.spark.executor import SparkExecutor, spark_job
 from shoal.spark.frames import arrow_batches, evaluated_once, plain, quoted, sample_records
@@ -322,6 +322,11 @@ class SparkWrite:
                 if missing is None:
                     raise
                 failed_plans += 1
+                if isinstance(missing, StalePlan) and failed_plans == PLAN_ATTEMPTS:
+                    raise CommitConflictError(
+                        f"the table's files kept changing while the write planned ({PLAN_ATTEMPTS} plans): "
+                        "concurrent cleans, archivals or rollbacks; retry it"
+                    ) from exc
                 # Nothing on the timeline is this write's yet: the instant starts after planning.
                 if failed_plans == PLAN_ATTEMPTS or not files_went_away(timeline, timeline.reload()):
                     if missing is exc:
@@ -365,6 +370,8 @@ class SparkWrite:
                 bucketed = BucketCounts.tagged(counted, bucket_index, view)
             t = self._phase("route", t)
 
+        # The passes tagged against files listed since the timeline's load: none may have gone.
+        check_plan_fresh(timeline)
         # Nothing on the timeline changed so far: bad input failed above.
         timeline = writer.rollback_failed_writes(timeline)
         if not self._compacted and writer.compact_before_widening(timeline, data_schema) is not timeline:
@@ -394,6 +401,8 @@ class SparkWrite:
             assert counted is not None and pass_rows is not None
             planned = self._assign(counted, pass_rows, bucketed, timeline, view, source, spec, table_schema)
         t = self._phase("assign", t)
+        # The view (and a global index's lookups) listed files after this timeline's load.
+        check_plan_fresh(timeline)
         try:
             return self._execute(source, spec, planned, data_schema, table_schema, t)
         except Exception as exc:

@@ -60,7 +60,7 @@ from shoal.index.locate import ITEMS_PER_WORKER, locate_keys
 from shoal.keygen import KeyGenerator
 from shoal.keygen.options import CONSISTENT_LOGICAL_TIMESTAMP, get_bool
 from shoal.read.mor import MorSliceSpec
-from shoal.read.settle import files_went_away
+from shoal.read.settle import StalePlan, check_plan_fresh, files_went_away
 from shoal.schemas import load_schema
 from shoal.services.archive import run_inline_archive
 from shoal.services.clean import run_inline_clean
@@ -246,10 +246,16 @@ class Writer:
             timeline = Timeline.load(self.storage, self.config)
             try:
                 return self._planned_write(data, operation, timeline)
-            except FileNotFoundError:
+            except FileNotFoundError as e:
                 # A concurrent clean, archival or rollback deleted a file (a base file, an
-                # instant's metadata) the plan read: plan again on the newer timeline. Nothing
-                # on the timeline is this write's yet: the instant starts after planning.
+                # instant's metadata) the plan read, or listed without it: plan again on the
+                # newer timeline. Nothing on the timeline is this write's yet: the instant starts
+                # after planning.
+                if isinstance(e, StalePlan) and attempt == PLAN_ATTEMPTS:
+                    raise CommitConflictError(
+                        f"the table's files kept changing while the write planned ({PLAN_ATTEMPTS} plans): "
+                        "concurrent cleans, archivals or rollbacks; retry it"
+                    ) from e
                 if attempt == PLAN_ATTEMPTS or not files_went_away(timeline, timeline.reload()):
                     raise
         raise AssertionError("unreachable")
@@ -269,6 +275,7 @@ class Writer:
             assignment, chunks = self._plan_bulk_insert(records, timeline)
         else:
             assignment, chunks = self._plan(records, operation, view, timeline)
+        check_plan_fresh(timeline)
         try:
             return self._execute(records, operation, assignment, chunks, timeline)
         except FileNotFoundError as e:
