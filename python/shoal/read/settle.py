@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from shoal.errors import CommitConflictError
 from shoal.timeline.instant import Action
 from shoal.timeline.timeline import Timeline
 
@@ -42,6 +43,13 @@ class StalePlan(FileNotFoundError):
     """A write's plan listed files after a concurrent clean, archival or rollback had removed
     some: a key whose files went is planned as new, and would be written twice. Writers plan
     again on the newer timeline, as for a file found missing."""
+
+    def conflict(self, plans: int) -> CommitConflictError:
+        """The error of a write whose every one of ``plans`` plans went stale."""
+        return CommitConflictError(
+            f"the table's files kept changing while the write planned ({plans} plans): "
+            "concurrent cleans, archivals or rollbacks; retry it"
+        )
 
 
 def check_plan_fresh(planned_on: Timeline) -> None:

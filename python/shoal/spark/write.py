@@ -323,10 +323,7 @@ class SparkWrite:
                     raise
                 failed_plans += 1
                 if isinstance(missing, StalePlan) and failed_plans == PLAN_ATTEMPTS:
-                    raise CommitConflictError(
-                        f"the table's files kept changing while the write planned ({PLAN_ATTEMPTS} plans): "
-                        "concurrent cleans, archivals or rollbacks; retry it"
-                    ) from exc
+                    raise missing.conflict(PLAN_ATTEMPTS) from exc
                 # Nothing on the timeline is this write's yet: the instant starts after planning.
                 if failed_plans == PLAN_ATTEMPTS or not files_went_away(timeline, timeline.reload()):
                     if missing is exc:

@@ -252,10 +252,7 @@ class Writer:
                 # newer timeline. Nothing on the timeline is this write's yet: the instant starts
                 # after planning.
                 if isinstance(e, StalePlan) and attempt == PLAN_ATTEMPTS:
-                    raise CommitConflictError(
-                        f"the table's files kept changing while the write planned ({PLAN_ATTEMPTS} plans): "
-                        "concurrent cleans, archivals or rollbacks; retry it"
-                    ) from e
+                    raise e.conflict(PLAN_ATTEMPTS) from e
                 if attempt == PLAN_ATTEMPTS or not files_went_away(timeline, timeline.reload()):
                     raise
         raise AssertionError("unreachable")
