@@ -317,3 +317,41 @@ def test_a_global_index_upsert_racing_a_clean_plans_again_and_commits(spark, tmp
     model.upsert(update)
     _assert_reads(path, model)
     assert len(plans) == 2
+
+
+def test_a_bucket_index_upsert_racing_a_write_and_clean_plans_again(spark, tmp_path, monkeypatch):
+    """With the bucket index the driver lists the buckets' file groups after the route pass: a
+    concurrent write and clean in between leave it no version of them, and a plan made on that
+    listing would open a second file group per bucket. The write plans again instead."""
+    path = tmp_path / "t"
+    model = Model()
+    buckets = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2"}
+    first = _rows(range(20), 1)
+    _create(path, "MERGE_ON_READ").upsert(first, options={**OCC, **buckets})
+    model.upsert(first)
+    rewrite = (
+        f"options.update(json.loads({json.dumps(buckets)!r}))\n"
+        "t = shoal.Table(t.path, options=options)\n"
+        "t.upsert(_rows(range(20), 2), options=options)\n"
+        "t.compact(options=options)\n"
+        "t.clean(options=options)\n"
+    )
+    original = SparkWrite._route_pass
+    plans: list[int] = []
+
+    def route_pass(self, *args, **kwargs):
+        rows = original(self, *args, **kwargs)
+        plans.append(1)
+        if len(plans) == 1:
+            _service(path, rewrite)
+        return rows
+
+    monkeypatch.setattr(SparkWrite, "_route_pass", route_pass)
+    model.upsert(_rows(range(20), 2))
+    update = _rows([1, 2, 21], 3)
+    spark_write(spark.createDataFrame(update), str(path), "upsert", {**OCC, **buckets})
+    model.upsert(update)
+    _assert_reads(path, model)
+    # Still one file group per bucket and partition.
+    assert len(shoal.Table(path).file_slices()) <= 2 * 2
+    assert len(plans) == 2
