@@ -60,6 +60,22 @@ def check_plan_fresh(planned_on: Timeline) -> None:
         raise StalePlan("a concurrent clean, archival or rollback removed files while the write planned")
 
 
+def plan_again_or_raise(
+    missing: FileNotFoundError, plans: int, attempts: int, planned_on: Timeline, cause: BaseException
+) -> None:
+    """What a write does with ``missing``, a file its ``plans``-th plan (of at most ``attempts``)
+    on ``planned_on`` found gone or listed without: returns when a clean, archival, rollback or
+    restore explains it and a plan is left (plan again on the newer timeline); raises otherwise,
+    ``missing`` itself, or CommitConflictError when every plan went stale. ``cause``: the error
+    ``missing`` was found in (itself, or a Spark error naming a task's)."""
+    if isinstance(missing, StalePlan) and plans == attempts:
+        raise missing.conflict(attempts) from cause
+    if plans == attempts or not files_went_away(planned_on, planned_on.reload()):
+        if missing is cause:
+            raise missing
+        raise missing from cause
+
+
 def files_went_away(before: Timeline, after: Timeline) -> bool:
     """Whether a clean, an archival, a rollback or a restore happened between two loads of a
     timeline: what explains a file that a plan made on ``before`` no longer finds."""

@@ -82,7 +82,7 @@ from shoal.errors import CommitConflictError, InvalidArgumentError
 from shoal.fs.view import FileSlice, FileSystemView
 from shoal.index.bucket import BucketIndex
 from shoal.keygen import keygen_properties
-from shoal.read.settle import StalePlan, check_plan_fresh, files_went_away
+from shoal.read.settle import check_plan_fresh, plan_again_or_raise
 from shoal.spark.counting import BucketCounts, Profile, TagContext
 from shoal.spark.executor import SparkExecutor, spark_job
 from shoal.spark.frames import arrow_batches, evaluated_once, plain, quoted, sample_records
@@ -322,13 +322,8 @@ class SparkWrite:
                 if missing is None:
                     raise
                 failed_plans += 1
-                if isinstance(missing, StalePlan) and failed_plans == PLAN_ATTEMPTS:
-                    raise missing.conflict(PLAN_ATTEMPTS) from exc
                 # Nothing on the timeline is this write's yet: the instant starts after planning.
-                if failed_plans == PLAN_ATTEMPTS or not files_went_away(timeline, timeline.reload()):
-                    if missing is exc:
-                        raise
-                    raise missing from exc
+                plan_again_or_raise(missing, failed_plans, PLAN_ATTEMPTS, timeline, exc)
                 result = None
             if result is not None:
                 return result

@@ -60,7 +60,7 @@ from shoal.index.locate import ITEMS_PER_WORKER, locate_keys
 from shoal.keygen import KeyGenerator
 from shoal.keygen.options import CONSISTENT_LOGICAL_TIMESTAMP, get_bool
 from shoal.read.mor import MorSliceSpec
-from shoal.read.settle import StalePlan, check_plan_fresh, files_went_away
+from shoal.read.settle import check_plan_fresh, plan_again_or_raise
 from shoal.schemas import load_schema
 from shoal.services.archive import run_inline_archive
 from shoal.services.clean import run_inline_clean
@@ -251,10 +251,7 @@ class Writer:
                 # instant's metadata) the plan read, or listed without it: plan again on the
                 # newer timeline. Nothing on the timeline is this write's yet: the instant starts
                 # after planning.
-                if isinstance(e, StalePlan) and attempt == PLAN_ATTEMPTS:
-                    raise e.conflict(PLAN_ATTEMPTS) from e
-                if attempt == PLAN_ATTEMPTS or not files_went_away(timeline, timeline.reload()):
-                    raise
+                plan_again_or_raise(e, attempt, PLAN_ATTEMPTS, timeline, e)
         raise AssertionError("unreachable")
 
     def _planned_write(self, data: pa.Table, operation: Operation, timeline: Timeline) -> WriteResult:
