@@ -77,3 +77,9 @@ def parse_log_file_name(name: str) -> LogFileName | None:
     if not m or m.group(3) != LOG_FILE_EXTENSION or m.group(10):
         return None
     return LogFileName(name, m.group(1), m.group(2), int(m.group(4)), m.group(6) or "")
+
+
+def in_meta_dir(path: str) -> bool:
+    """Whether ``path`` (relative to the table's base) is under a ``.hoodie`` directory: the
+    timeline's, or the metadata table's, never a data file of the table."""
+    return path.startswith(".hoodie/") or "/.hoodie/" in path

@@ -9,6 +9,7 @@ from shoal.errors import UnsupportedError
 from shoal.fs.naming import (
     PARTITION_METADATA_FILE,
     LogFileName,
+    in_meta_dir,
     parse_base_file_name,
     parse_log_file_name,
 )
@@ -146,7 +147,7 @@ class FileSystemView:
         else:
             listing = [f for p in only for f in self.storage.list_files(p)]
         for f in listing:
-            if f.path.startswith(".hoodie/") or "/.hoodie/" in f.path:
+            if in_meta_dir(f.path):
                 continue
             parent = f.path.rsplit("/", 1)[0] if "/" in f.path else ""
             by_dir[parent].append(f)

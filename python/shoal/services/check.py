@@ -43,7 +43,7 @@ from shoal import _native
 from shoal.config.table_config import TableConfig
 from shoal.errors import CorruptDataError, CorruptTableError, InstantNotFoundError
 from shoal.fs.damage import damaged_parquet
-from shoal.fs.naming import parse_base_file_name, parse_log_file_name
+from shoal.fs.naming import in_meta_dir, parse_base_file_name, parse_log_file_name
 from shoal.fs.storage import FileInfo, Storage
 from shoal.timeline.commit_metadata import CommitMetadata
 from shoal.timeline.instant import Action, Instant
@@ -130,7 +130,7 @@ def check_table(storage: Storage, config: TableConfig, deep: bool = False) -> Ch
         # Readers decode only the blocks of completed instants (an older one was archived).
         return instant in completed or (first is not None and instant < first)
 
-    on_disk = {f.path: f for f in storage.list_files("", recursive=True) if not _in_meta_dir(f.path)}
+    on_disk = {f.path: f for f in storage.list_files("", recursive=True) if not in_meta_dir(f.path)}
     checked = 0
     for key, group in sorted(latest.items()):
         if key in retired:
@@ -217,10 +217,6 @@ def _log_instant(path: str) -> str:
 def _expected_files(group: _Latest) -> list[str]:
     logs = sorted(p for p in group.logs or () if _log_instant(p) >= group.base_instant)
     return ([group.base] if group.base else []) + logs
-
-
-def _in_meta_dir(path: str) -> bool:
-    return path.startswith(".hoodie/") or "/.hoodie/" in path
 
 
 def _damage(
