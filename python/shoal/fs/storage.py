@@ -165,4 +165,8 @@ def _parent(rel: str) -> str:
 def _as_uri(base: str) -> str:
     if "://" in base:
         return base
+    if base.startswith("file:"):
+        # Hadoop's spelling of a local path (``file:/data/t``), as Spark's catalog gives a
+        # table's location: not a relative path named ``file:``.
+        return "file://" + base[len("file:") :]
     return os.path.abspath(base)
