@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -41,7 +42,11 @@ def spark():
     session = local_session(
         "local[2,3]",
         app_name="shoal-tests",
-        conf={"spark.ui.showConsoleProgress": "false"},
+        conf={
+            "spark.ui.showConsoleProgress": "false",
+            # Not the working directory: a test that creates a catalog table would leave it there.
+            "spark.sql.warehouse.dir": tempfile.mkdtemp(prefix="shoal-tests-warehouse-"),
+        },
         fast_start=True,
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -636,6 +636,11 @@ def _check_names(options: object) -> None:
             raise InvalidOptionError(f"option names are strings: got {key!r} ({type(key).__name__})")
 
 
+def is_known_option(key: str) -> bool:
+    """Whether ``key`` names a write option shoal takes."""
+    return key in _OPTIONS or key.startswith(_META_SYNC_PREFIX)
+
+
 class WriteConfig:
     """Validated write options: typed lookups with Hudi's defaults."""
 

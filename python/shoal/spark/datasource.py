@@ -79,6 +79,7 @@ from shoal.spark.filter_values import typed_filters
 from shoal.spark.options import (
     OPERATION_OPTION,
     NewTablePath,
+    is_write_option,
     new_table_path,
     open_or_create,
     parse_options,
@@ -181,7 +182,8 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
     given: dict[str, str] = {}
     for key, value in options.items():
         low = key.lower()
-        if low == "path":
+        if low == "path" or (low not in _READ_ALIASES and is_write_option(key)):
+            # A temporary view's options serve its reads and its INSERTs alike.
             continue
         name = _READ_ALIASES.get(low)
         if name is None:
@@ -259,8 +261,33 @@ def _path(options: Mapping[str, str]) -> str:
         raise InvalidOptionError("the shoal data source reads one table: pass one path to load()")
     path = options.get("path")
     if not path:
+        if not options:
+            # Spark 4.3 hands a Python data source none of the options of a table in its
+            # catalog when it reads or writes it.
+            raise InvalidOptionError(f"no table path: use load(path) or save(path); {_IN_SQL}")
         raise InvalidOptionError("no table path: use load(path) or save(path)")
     return str(path)
+
+
+# How SQL reaches a shoal table.
+_IN_SQL = (
+    "in SQL, read and write a shoal table through a temporary view: "
+    "CREATE TEMPORARY VIEW name USING shoal OPTIONS (path '...')"
+)
+# Properties Spark's catalog gives the data source of a table it holds (TableCatalog's reserved
+# properties), and never a load's or a temporary view's options.
+_CATALOG_PROPERTIES = frozenset({"owner", "provider", "location"})
+
+
+def refuse_catalog_table(options: Mapping[str, str]) -> None:
+    """Raises UnsupportedError for the options of a table in Spark's catalog (``CREATE TABLE ...
+    USING shoal``): Spark would read and write it with no options, so not even its path."""
+    if any(k.lower() in _CATALOG_PROPERTIES for k in options):
+        raise UnsupportedError(
+            "a shoal table cannot be a table in Spark's catalog: Spark 4.3 gives a Python data "
+            "source none of a catalog table's options (not even its location) when it reads or "
+            f"writes it; {_IN_SQL}"
+        )
 
 
 def _parse_bool(name: str, value: str) -> bool:
@@ -305,6 +332,7 @@ class ShoalDataSource(DataSource):
         return "shoal"
 
     def schema(self) -> StructType:
+        refuse_catalog_table(self.options)
         # Spark asks batch and streaming reads alike; a stream's own options are not read options.
         opts = read_options(split_stream_options(self.options)[1])
         table = Table(opts.path)
@@ -491,7 +519,9 @@ def begin_write(options: Mapping[str, str], schema: StructType, overwrite: bool)
     """Driver side, before any task runs: validates the options and the input schema against
     the table (created on the first write), rolls back failed writes, and starts the instant."""
     path = _path(options)
-    operation, table_type, hoodie = parse_options(None, {k: v for k, v in options.items() if k != "path"})
+    # A temporary view's options serve its reads and its INSERTs alike.
+    given = {k: v for k, v in options.items() if k != "path" and k.lower() not in _READ_ALIASES}
+    operation, table_type, hoodie = parse_options(None, given)
     named = any(k.lower() == OPERATION_OPTION for k in options)
     replaceable = (Operation.INSERT, Operation.BULK_INSERT, Operation.INSERT_OVERWRITE_TABLE)
     if overwrite and (not named or operation in replaceable):

@@ -36,6 +36,13 @@ ALIASES = {
 }
 
 
+def is_write_option(key: str) -> bool:
+    """Whether ``key`` names an option of a write (a Hudi write option or one of its keyword
+    shorthands)."""
+    name = ALIASES.get(key, key)
+    return name in (OPERATION_OPTION, TABLE_TYPE_OPTION) or wc.is_known_option(name)
+
+
 def parse_options(
     operation: str | None, options: Mapping[str, Any]
 ) -> tuple[Operation, str | None, dict[str, str]]:
