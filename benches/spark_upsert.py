@@ -11,7 +11,9 @@ Spark, half updates of existing keys and half new keys (benches/compare.py's dat
 session: the cost of just writing the incoming rows. Target: a ratio of at most 2.
 
 Each measurement is the best of ``--repeat`` rounds; a round runs the peer, then each upsert, so
-all see the same machine load. Every upsert goes into a fresh copy of the table under a new
+all see the same machine load. Each round's own ratio is reported too, with their median: the
+JVM speeds up over the first full-size jobs, so one untimed full-size round (``--warmup-rounds``)
+runs first. Every upsert goes into a fresh copy of the table under a new
 path, so no worker process has its key columns cached from an earlier round. Besides wall time,
 the CPU time of the session's processes (driver, JVM, Python workers) is recorded for each run:
 on a shared machine it varies less than wall time.
@@ -25,6 +27,7 @@ import json
 import os
 import resource
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -46,6 +49,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=5_000_000)
     ap.add_argument("--upsert-rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--warmup-rounds", type=int, default=1, help="untimed full-size rounds run first")
     ap.add_argument("--input-files", type=int, default=4, help="parquet files the upsert is read from")
     ap.add_argument("--driver-memory", default="6g")
     ap.add_argument("--table-type", choices=["COPY_ON_WRITE", "MERGE_ON_READ", "both"], default="both")
@@ -126,6 +130,17 @@ def run(args: argparse.Namespace, work: Path, bases: dict[str, Path], source: Pa
     warm = work / "warmup_table"
     spark_write(df.limit(1000), str(warm), "upsert", table_name="w", record_key="key", partition_by="part")
 
+    for round_ in range(args.warmup_rounds):
+        shutil.rmtree(work / "plain_parquet", ignore_errors=True)
+        df.write.parquet(str(work / "plain_parquet"))
+        for table_type, base in bases.items():
+            table = work / f"warmup_{table_type.lower()}"
+            shutil.rmtree(table, ignore_errors=True)
+            shutil.copytree(base, table)
+            spark_write(df, str(table), "upsert", {"hoodie.index.type": args.index})
+            shutil.rmtree(table, ignore_errors=True)
+        print(f"  warm-up round {round_ + 1} done (untimed)")
+
     names = ["spark_parquet_write"] + [f"shoal_spark_upsert.{t}" for t in bases]
     walls: dict[str, list[float]] = {name: [] for name in names}
     cpus: dict[str, list[float]] = {name: [] for name in names}
@@ -168,17 +183,26 @@ def run(args: argparse.Namespace, work: Path, bases: dict[str, Path], source: Pa
         "phases": {},
         "ratios": {},
         "cpu_ratios": {},
+        "round_ratios": {},
+        "median_round_ratios": {},
     }
     for table_type in bases:
         name = f"shoal_spark_upsert.{table_type}"
         best = walls[name].index(min(walls[name]))
         ratio, cpu_ratio = min(walls[name]) / plain, min(cpus[name]) / plain_cpu
+        rounds = [w / p for w, p in zip(walls[name], walls["spark_parquet_write"], strict=True)]
         print(
             f"shoal.spark.write upsert, {table_type}: {min(walls[name]):.2f} s, CPU {min(cpus[name]):.2f} s"
         )
         for phase, seconds in phases[table_type][best].items():
             print(f"  {phase:<20} {seconds:.2f} s")
         print(f"ratio (shoal upsert / parquet write), {table_type}: {ratio:.2f}, CPU {cpu_ratio:.2f}")
+        print(
+            f"  each round's own ratio: {', '.join(f'{r:.2f}' for r in rounds)}; "
+            f"median {statistics.median(rounds):.2f}"
+        )
+        report["round_ratios"][table_type] = rounds
+        report["median_round_ratios"][table_type] = statistics.median(rounds)
         report["phases"][table_type] = phases[table_type][best]
         report["ratios"][table_type] = ratio
         report["cpu_ratios"][table_type] = cpu_ratio
