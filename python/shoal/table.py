@@ -29,6 +29,7 @@ from shoal.keygen import options as kgo
 from shoal.read.filters import Filter, check_filters
 from shoal.read.incremental import check_no_pending_write, is_latest_view, normalize_bound
 from shoal.read.incremental import read_incremental as read_changes
+from shoal.read.key_pruning import prune_by_record_key
 from shoal.read.mor import MorSliceSpec, read_mor_slice
 from shoal.read.projection import (
     check_columns,
@@ -755,6 +756,8 @@ class Table:
         slices = [s for p in partitions for s in view.latest_file_slices(p)]
         merge = self.config.table_type == TableType.MERGE_ON_READ and qt == "snapshot"
         base_slices = [s for s in slices if not (merge and s.log_files)]
+        # These slices are read for their base files alone (a snapshot merges the others).
+        base_slices = prune_by_record_key(self.storage, base_slices, filters, self.keygen, schema)
         specs: list[Any] = plan_slices(self.storage.base_uri, base_slices, columns, filters)
         if merge:
             completed = [

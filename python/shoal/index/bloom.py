@@ -96,6 +96,17 @@ class BloomIndex:
             hits = pool.map(lambda item: (item[2], self._lookup(item[1], item[2])), work)
             return [(sl, found.to_numpy()) for sl, found in hits if found is not None and len(found)]
 
+    def admits(self, keys: pa.Array, slices: Sequence[FileSlice]) -> list[bool]:
+        """Per slice, whether its base file may hold one of ``keys`` by its footer (key range and
+        bloom filter), reading no data; a slice without a base file is admitted."""
+        admitted = [s.base_file is None for s in slices]
+        work = [(i, s) for i, s in enumerate(slices) if s.base_file is not None and len(keys)]
+        with _lookup_pool(self.workers) as pool:
+            found = pool.map(lambda item: (item[0], self._prune_with_footer(keys, item[1])), work)
+            for i, candidates in found:
+                admitted[i] = candidates is not None
+        return admitted
+
     def footer_tags(
         self, partitions: Sequence[tuple[pa.Array, Sequence[FileSlice]]]
     ) -> list[tuple[pa.Array, np.ndarray]]:

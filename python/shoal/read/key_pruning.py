@@ -1,0 +1,106 @@
+"""Record-key pruning: a read whose filters pin the record key (``=`` or ``in`` on
+``_hoodie_record_key``, or on every record key field) opens only the base files whose footers
+may hold one of those keys, by their min/max record keys and bloom filters, as Hudi's bloom
+index picks candidate files. A point lookup reads a footer per file instead of every file.
+
+Only what the footers rule out is skipped; the filters still decide every row read. Keys are
+built from field values by the table's key generator, for string and integer fields only: their
+Hudi text is the value as written, in every engine.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from shoal.errors import ShoalError
+from shoal.fs.storage import Storage
+from shoal.fs.view import FileSlice
+from shoal.index.bloom import BloomIndex
+from shoal.keygen import KeyGenerator
+from shoal.read.filters import Filter
+
+RECORD_KEY = "_hoodie_record_key"
+
+# Candidate keys beyond which the footers are not consulted: probing is cheap, but building
+# every combination of several key fields' values is not.
+MAX_PINNED_KEYS = 10_000
+
+
+def prune_by_record_key(
+    storage: Storage,
+    slices: Sequence[FileSlice],
+    filters: Sequence[Filter] | None,
+    keygen: KeyGenerator,
+    schema: pa.Schema | None,
+) -> list[FileSlice]:
+    """``slices`` without those whose base file's footer holds none of the keys ``filters``
+    pin; all of them when the filters pin no keys. Each slice is read for its base file alone:
+    slices whose log files are read too must be kept by the caller."""
+    keys = pinned_keys(filters, keygen, schema)
+    if keys is None:
+        return list(slices)
+    admitted = BloomIndex(storage).admits(keys, slices)
+    return [s for s, keep in zip(slices, admitted, strict=True) if keep]
+
+
+def pinned_keys(
+    filters: Sequence[Filter] | None, keygen: KeyGenerator, schema: pa.Schema | None
+) -> pa.Array | None:
+    """The record keys a row must have to pass ``filters`` (a string array), or None when the
+    filters allow any key (or pin too many to be worth a footer probe)."""
+    if not filters or schema is None:
+        return None
+    direct = _values(filters, RECORD_KEY)
+    if direct is not None:
+        if len(direct) > MAX_PINNED_KEYS or not all(isinstance(v, str) for v in direct):
+            return None
+        return pa.array(sorted(set(direct)), pa.string())
+    fields = keygen.record_key_fields
+    per_field: list[list[Any]] = []
+    for name in fields:
+        values = _values(filters, name)
+        index = schema.get_field_index(name)
+        if values is None or index < 0 or not _exact_text(schema.field(index).type, values):
+            return None
+        per_field.append(sorted(set(values)))
+    if math.prod(len(v) for v in per_field) > MAX_PINNED_KEYS:
+        return None
+    if not all(per_field):
+        return pa.array([], pa.string())
+    rows = list(zip(*itertools.product(*per_field), strict=True))
+    try:
+        types = [schema.field(name).type for name in fields]
+        columns = {name: pa.array(col, t) for name, col, t in zip(fields, rows, types, strict=True)}
+        return keygen.record_keys(pa.table(columns))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, ShoalError):
+        # A value the column cannot hold, or one no key is made of (an empty string): the
+        # filters decide, unpruned.
+        return None
+
+
+def _values(filters: Sequence[Filter], column: str) -> list[Any] | None:
+    """The values an ``=`` or ``in`` filter on ``column`` allows (the first such filter), or None."""
+    for name, op, value in filters:
+        if name != column:
+            continue
+        if op in ("=", "=="):
+            return [value]
+        if op == "in" and isinstance(value, list | tuple | set | frozenset):
+            return list(value)
+    return None
+
+
+def _exact_text(t: pa.DataType, values: list[Any]) -> bool:
+    """Whether ``values`` are all of column type ``t``, a type whose Hudi key text is exact:
+    strings as they are, integers in decimal (no nulls: a complex key writes them as a
+    placeholder)."""
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return all(isinstance(v, str) for v in values)
+    if pa.types.is_integer(t):
+        return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+    return False
