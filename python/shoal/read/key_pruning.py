@@ -21,7 +21,7 @@ from shoal.errors import ShoalError
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSlice
 from shoal.index.bloom import BloomIndex
-from shoal.keygen import KeyGenerator
+from shoal.keygen import ComplexKeyGenerator, KeyGenerator
 from shoal.read.filters import Filter
 
 RECORD_KEY = "_hoodie_record_key"
@@ -75,8 +75,15 @@ def pinned_keys(
     rows = list(zip(*itertools.product(*per_field), strict=True))
     try:
         types = [schema.field(name).type for name in fields]
-        columns = {name: pa.array(col, t) for name, col, t in zip(fields, rows, types, strict=True)}
-        return keygen.record_keys(pa.table(columns))
+        columns = pa.table({name: pa.array(col, t) for name, col, t in zip(fields, rows, types, strict=True)})
+        keys = keygen.record_keys(columns)
+        if isinstance(keygen, ComplexKeyGenerator) and len(fields) == 1:
+            # A one-field complex key is "field:value" or the bare value (HUDI-7001): Hudi 0.14.1
+            # and 0.15.0 wrote the latter without recording it in hoodie.properties, so the
+            # table's generator may not be the one its files were keyed by. Probe both.
+            other = ComplexKeyGenerator(fields, single_field_value_only=not keygen.single_field_value_only)
+            keys = pa.concat_arrays([keys, other.record_keys(columns)])
+        return keys
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, ShoalError):
         # A value the column cannot hold, or one no key is made of (an empty string): the
         # filters decide, unpruned.
