@@ -72,10 +72,10 @@ from shoal.fs.partition_metadata import ensure_partition_metadata
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileSystemView
 from shoal.read import incremental as inc
+from shoal.read.filter_values import typed_filters
 from shoal.read.filters import Filter, check_filters
 from shoal.read.incremental import check_no_pending_write
 from shoal.services.rollback import rollback_instant
-from shoal.spark.filter_values import typed_filters
 from shoal.spark.options import (
     OPERATION_OPTION,
     NewTablePath,
@@ -245,7 +245,7 @@ def _check_instant_option(key: str, value: str) -> None:
 
 def _with_typed_filters(opts: ReadOptions) -> ReadOptions:
     """``opts`` with the JSON filter values for date, timestamp and decimal columns read as those
-    types (spark/filter_values.py)."""
+    types (read/filter_values.py)."""
     if not opts.filters:
         return opts
     return replace(opts, filters=typed_filters(opts.filters, Table(opts.path).schema()))
