@@ -5,6 +5,7 @@ table's files on disk."""
 
 from __future__ import annotations
 
+import datetime
 import importlib
 import os
 import re
@@ -428,3 +429,48 @@ def test_ctrl_c_ends_with_the_sigint_code_and_no_traceback(tmp_path, capsys, mon
         pytest.fail("Ctrl-C escaped as a traceback")
     captured = capsys.readouterr()
     assert code == 130 and captured.err.strip() == "interrupted" and captured.out == ""
+
+
+# ---- show --where / --key: filtered reads ----------------------------------------------------
+
+
+def test_show_where_and_key_print_the_rows_that_pass(tmp_path, capsys, piped):
+    t = _table(tmp_path / "t")
+    days = [datetime.date(2025, 1, d) for d in (1, 2, 3, 4, 5, 6)]
+    fares = (1.5, 2.5, 3.5, 4.5, 5.5, 6.5)
+    rows = [
+        {"id": i, "city": city, "ts": i, "fare": fare, "day": day}
+        for i, (city, fare, day) in enumerate(zip("ab" * 3, fares, days, strict=True))
+    ]
+    t.bulk_insert(pa.Table.from_pylist(rows[:3]))
+    t.bulk_insert(pa.Table.from_pylist(rows[3:]))
+    model = {
+        ("--where", "fare>=3.5"): [r for r in rows if r["fare"] >= 3.5],
+        ("--where", "city = a", "--where", "ts<4"): [r for r in rows if r["city"] == "a" and r["ts"] < 4],
+        ("--where", "id in 1,4,9"): [r for r in rows if r["id"] in (1, 4, 9)],
+        ("--where", "day>2025-01-04"): [r for r in rows if r["day"] > datetime.date(2025, 1, 4)],
+        ("--where", "city!=a"): [r for r in rows if r["city"] != "a"],
+        ("--key", "2"): [r for r in rows if r["id"] == 2],
+        ("--key", "0", "--key", "5", "--key", "77"): [r for r in rows if r["id"] in (0, 5)],
+        ("--key", "3", "--where", "city==a"): [],
+    }
+    for args, expected in model.items():
+        code, out = _run(capsys, "show", t.path, "--columns", "id", *args)
+        assert code == 0, (args, out)
+        assert out.splitlines()[0] == f"{len(expected)} rows", args
+        assert sorted(int(c[0]) for c in _cells(out)) == sorted(r["id"] for r in expected), args
+
+
+def test_show_where_refuses_conditions_it_cannot_read(tmp_path, capsys, piped):
+    t = _table(tmp_path / "t")
+    t.upsert(_rows((1, "a", 1)))
+    before = _hoodie(t)
+    for condition, message in (
+        ("garbage", "expected COLUMN OP VALUE"),
+        ("nope=1", "no column 'nope'"),
+        ("ts>soon", "'soon' is not a int64 value for 'ts'"),
+        ("ts=>1", "is not a int64 value"),
+    ):
+        code, out = _run(capsys, "show", t.path, "--where", condition)
+        assert code == 2 and out.startswith("InvalidArgumentError") and message in out, (condition, out)
+    assert _hoodie(t) == before

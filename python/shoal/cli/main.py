@@ -17,6 +17,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 import shoal
+from shoal.cli.where import where_filters
 from shoal.config.write_config import FILE_SYSTEM_LOCK_PATH
 from shoal.errors import InvalidArgumentError, InvalidOptionError, ShoalError
 from shoal.timeline.file_lock import FileLock
@@ -192,7 +193,10 @@ def _columns(text: str | None) -> list[str] | None:
 
 def _show(args: argparse.Namespace) -> int:
     t = _table(args)
-    data = t.read(columns=_columns(args.columns), as_of=args.as_of, query_type=args.query_type)
+    filters = where_filters(args.where, args.key, t.schema()) if args.where or args.key else None
+    data = t.read(
+        columns=_columns(args.columns), filters=filters, as_of=args.as_of, query_type=args.query_type
+    )
     shown = min(args.limit, data.num_rows)
     console.print(f"{data.num_rows} rows" + (f" (first {shown} shown)" if 0 < shown < data.num_rows else ""))
     if args.limit == 0:
@@ -605,6 +609,20 @@ def build_parser() -> argparse.ArgumentParser:
         default="snapshot",
         choices=["snapshot", "read_optimized"],
         help="snapshot (default: logs merged) or read_optimized (base files only)",
+    )
+    p.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="CONDITION",
+        help="a row filter (repeatable, ANDed): COLUMN OP VALUE with OP one of = != < <= > >=, or "
+        "COLUMN in V1,V2; filters on partition fields prune partitions, on the record key files",
+    )
+    p.add_argument(
+        "--key",
+        action="append",
+        default=[],
+        help="a record key (repeatable: any of them), looked up in the files whose footers may hold it",
     )
     p.set_defaults(fn=_show)
     p = command(
