@@ -288,3 +288,26 @@ class FileSystemView:
 
     def all_file_groups(self) -> list[FileGroup]:
         return [self.file_groups[k] for k in sorted(self.file_groups)]
+
+
+class LatestSlices:
+    """The latest file slices of a table's partitions as of ``timeline``, each partition listed
+    when first asked for: a write that touches a few partitions of a large table lists only
+    those, as Hudi's partitioned indexes load only the affected partitions' files. Plain data
+    until asked: Spark tasks get it in a broadcast and list what their records need."""
+
+    def __init__(self, storage: Storage, timeline: Timeline) -> None:
+        self.storage = storage
+        self.timeline = timeline
+        self._listed: dict[str, list[FileSlice]] = {}
+
+    def get(self, partition: str, default: list[FileSlice] | None = None) -> list[FileSlice]:
+        """The latest slices of ``partition`` (none for a partition the table does not have)."""
+        if partition not in self._listed:
+            view = FileSystemView(self.storage, self.timeline, partitions=[partition])
+            self._listed[partition] = view.latest_file_slices(partition)
+        return self._listed[partition]
+
+
+# Latest slices by partition: listed up front, or as asked for.
+PartitionSlices = dict[str, list[FileSlice]] | LatestSlices

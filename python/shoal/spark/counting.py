@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from shoal.config import write_config as wc
 from shoal.fs.storage import Storage
-from shoal.fs.view import FileSlice, FileSystemView
+from shoal.fs.view import FileSystemView, LatestSlices
 from shoal.index.bloom import BloomIndex
 from shoal.index.bucket import BucketIndex, bucket_of_file
 from shoal.spark.keying import KeySpec
@@ -27,12 +27,13 @@ from shoal.write.writer import (
 
 @dataclass(frozen=True)
 class TagContext:
-    """Broadcast to the route pass: the latest slices of every partition. The tasks
-    read the key footers (key ranges, bloom filters) of the partitions their keys fall in, once
-    per worker process (``read_key_footer``'s cache): the driver reads none, and a write that
-    touches a few partitions of a large table reads only theirs."""
+    """Broadcast to the route pass: the table's latest slices, each partition listed by the
+    first task of a worker process whose keys fall in it, from the timeline the write planned on.
+    The tasks read the key footers (key ranges, bloom filters) of those partitions' files, once
+    per worker process (``read_key_footer``'s cache): the driver lists and reads none, and a
+    write that touches a few partitions of a large table lists and reads only theirs."""
 
-    slices: dict[str, list[FileSlice]]
+    slices: LatestSlices
 
 
 class Profile:

@@ -19,7 +19,7 @@ pass sends every record to its key's destinations, whose route values are bucket
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,7 @@ from pyspark import TaskContext
 
 from shoal.arrays import group_rows
 from shoal.fs.storage import Storage
-from shoal.fs.view import FileSlice
+from shoal.fs.view import PartitionSlices
 from shoal.index.bloom import BloomIndex
 from shoal.index.bucket import bucket_ids, bucket_of_file
 from shoal.spark.counting import TagContext, task_index
@@ -165,7 +165,7 @@ class _ProvisionalRoutes:
 
     def __init__(self, spec: KeySpec, tags: TagContext | None) -> None:
         self.spec = spec
-        self.slices: Mapping[str, list[FileSlice]] = tags.slices if tags is not None else {}
+        self.slices: PartitionSlices = tags.slices if tags is not None else {}
         self.index: BloomIndex | None = task_index(spec) if tags is not None else None
         self.routes: dict[Provisional, int] = {}
         self.counts = np.zeros(0, dtype=np.int64)
@@ -247,7 +247,7 @@ class _ProvisionalRoutes:
 
 def confirmed_tags(
     index: BloomIndex,
-    slices: Mapping[str, list[FileSlice]],
+    slices: PartitionSlices,
     keys: pa.Array,
     groups: list[tuple[str, pa.Array]],
 ) -> list[ConfirmedTags]:

@@ -66,7 +66,6 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -79,7 +78,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from shoal.config import write_config as wc
 from shoal.errors import CommitConflictError, InvalidArgumentError
-from shoal.fs.view import FileSlice, FileSystemView
+from shoal.fs.view import FileSystemView, LatestSlices
 from shoal.index.bucket import BucketIndex
 from shoal.keygen import keygen_properties
 from shoal.read.settle import check_plan_fresh, plan_again_or_raise
@@ -434,7 +433,7 @@ class SparkWrite:
         if self.operation != Operation.INSERT or policy == DuplicatePolicy.NONE:
             return None
         # The partitions the records fall in are known only to the route tasks.
-        return self._broadcast((policy, self.writer.stored_keys(timeline, None)))
+        return self._broadcast((policy, self.writer.stored_keys(timeline, None, lazily=True)))
 
     def _route_pass(
         self,
@@ -701,8 +700,6 @@ class SparkWrite:
         return spec, data_schema, table_schema
 
     def _tag_context(self, timeline: Timeline) -> TagContext:
-        """The latest slices of every partition (the tasks read the footers they need)."""
-        by_partition: dict[str, list[FileSlice]] = defaultdict(list)
-        for sl in FileSystemView(self.table.storage, timeline).latest_file_slices():
-            by_partition[sl.partition_path].append(sl)
-        return TagContext(dict(by_partition))
+        """What lists the latest slices of the partitions the route tasks meet (they read the
+        footers they need)."""
+        return TagContext(LatestSlices(self.table.storage, timeline))

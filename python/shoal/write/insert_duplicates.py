@@ -36,7 +36,7 @@ from shoal.config.write_config import (
 )
 from shoal.errors import DuplicateKeyError
 from shoal.fs.storage import Storage
-from shoal.fs.view import FileSlice
+from shoal.fs.view import FileSlice, PartitionSlices
 from shoal.index.bloom import BloomIndex
 from shoal.index.bucket import bucket_ids, bucket_of_file
 from shoal.index.membership import held_by
@@ -79,9 +79,10 @@ class StoredKeys:
 
     base_uri: str
     write_options: dict[str, str]
-    # The latest file slices by partition: of the partitions the records fall in, or of every
-    # partition under a global index.
-    slices: dict[str, list[FileSlice]]
+    # The latest file slices by partition: of the partitions the records fall in (listed up
+    # front, or as lookups need them: Spark's route tasks list the partitions they meet), or of
+    # every partition under a global index.
+    slices: PartitionSlices
     global_index: bool
     # With the bucket index: (hash fields, number of buckets).
     buckets: tuple[tuple[str, ...], int] | None
@@ -108,6 +109,8 @@ class StoredKeys:
         whether the index's lookup settled that the slice holds them (a slice without logs
         whose key column was read)."""
         if self.global_index:
+            # A global index's slices are listed up front (Writer.stored_keys).
+            assert isinstance(self.slices, dict)
             every = [sl for group in self.slices.values() for sl in group]
             return [(sl, found, not sl.log_files) for sl, found in self._index().locate(keys, every)]
         out: list[tuple[FileSlice, np.ndarray, bool]] = []

@@ -52,7 +52,7 @@ from shoal.executor.local import LocalExecutor
 from shoal.fs.markers import delete_markers, list_marked_files, reconcile_against_markers
 from shoal.fs.partition_metadata import ensure_partition_metadata, is_partition, partition_paths
 from shoal.fs.storage import Storage
-from shoal.fs.view import FileSlice, FileSystemView, LogFile
+from shoal.fs.view import FileSlice, FileSystemView, LatestSlices, LogFile, PartitionSlices
 from shoal.index.bloom import BloomIndex, Tagged
 from shoal.index.bucket import BucketIndex
 from shoal.index.global_index import CheckStored, check_stored_slices, tag_globally
@@ -334,16 +334,25 @@ class Writer:
         stored = self.stored_keys(timeline, self.partitions_to_list(records))
         return without_held_keys(records, stored.held(records), policy)
 
-    def stored_keys(self, timeline: Timeline, partitions: list[str] | None) -> StoredKeys:
-        """What finds the keys the latest slices of ``partitions`` (None: every partition) hold."""
-        by_partition: dict[str, list[FileSlice]] = defaultdict(list)
-        for sl in FileSystemView(self.storage, timeline, partitions=partitions).latest_file_slices():
-            by_partition[sl.partition_path].append(sl)
+    def stored_keys(
+        self, timeline: Timeline, partitions: list[str] | None, lazily: bool = False
+    ) -> StoredKeys:
+        """What finds the keys the latest slices of ``partitions`` (None: every partition) hold.
+        ``lazily``: each partition is listed when a lookup first needs it (a global index looks
+        everywhere, and lists every partition now)."""
+        slices: PartitionSlices
+        if lazily and not self.wc.global_index:
+            slices = LatestSlices(self.storage, timeline)
+        else:
+            by_partition: dict[str, list[FileSlice]] = defaultdict(list)
+            for sl in FileSystemView(self.storage, timeline, partitions=partitions).latest_file_slices():
+                by_partition[sl.partition_path].append(sl)
+            slices = dict(by_partition)
         bucket_index = self.bucket_index()
         return StoredKeys(
             base_uri=self.storage.base_uri,
             write_options=dict(self.wc.raw),
-            slices=dict(by_partition),
+            slices=slices,
             global_index=self.wc.global_index,
             buckets=(
                 None if bucket_index is None else (tuple(bucket_index.hash_fields), bucket_index.num_buckets)
