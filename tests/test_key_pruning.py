@@ -167,3 +167,33 @@ def test_key_lookups_in_hudi_written_tables(tmp_path, name):
     filters = [(f, "=", row[f]) for f in fields if f in row]
     ours, expected = t.read(filters=filters), apply_filters(theirs, filters)
     assert ours.num_rows == expected.num_rows >= 1
+
+
+def test_a_merge_on_read_slice_whose_base_holds_no_key_is_read_from_its_logs(tmp_path):
+    """With the bucket index new keys go to the logs of the file groups their buckets have: a
+    lookup of such a key skips the base file (its footer rules the key out) and still finds the
+    key in the logs; a key the base file holds is read with it."""
+    path = str(tmp_path / "t")
+    buckets = {"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "2"}
+    t = shoal.Table.create(
+        path, name="t", table_type="MERGE_ON_READ", record_key="id", ordering_field="ts", options=buckets
+    )
+    old = _batch(1, 200).drop_columns(["part"])
+    t.upsert(old)
+    t.compact()
+    new = _batch(2, 50).drop_columns(["part"])
+    t.upsert(new)
+    slices = t.file_slices()
+    assert len(slices) == 2 and all(s.base_file is not None and s.log_files for s in slices)
+    new_key, old_key = new.column("id")[0].as_py(), old.column("id")[0].as_py()
+    for key, base_read in ((new_key, False), (old_key, True)):
+        filters = [("id", "=", key)]
+        specs, _ = t._plan_read(None, filters, None, "snapshot")
+        holder = [s for s in specs if s.log_file_paths]
+        assert any((s.base_file_path is not None) == base_read for s in holder), key
+        assert _same_rows(t, filters).column("id").to_pylist() == [key]
+    # The new key is in no base file: a read-optimized lookup finds nothing, and reads nothing.
+    assert _same_rows(t, [("id", "=", new_key)], query_type="read_optimized").num_rows == 0
+    assert _planned(t, [("id", "=", new_key)], "read_optimized") == 0
+    theirs = hudi_rs_read(path)
+    assert theirs.filter(pc.equal(theirs.column("id"), new_key)).num_rows == 1

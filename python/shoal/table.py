@@ -29,7 +29,7 @@ from shoal.keygen import options as kgo
 from shoal.read.filters import Filter, check_filters
 from shoal.read.incremental import check_no_pending_write, is_latest_view, normalize_bound
 from shoal.read.incremental import read_incremental as read_changes
-from shoal.read.key_pruning import prune_by_record_key
+from shoal.read.key_pruning import bases_admitting, without_base
 from shoal.read.mor import MorSliceSpec, read_mor_slice
 from shoal.read.projection import (
     check_columns,
@@ -755,9 +755,15 @@ class Table:
         )
         slices = [s for p in partitions for s in view.latest_file_slices(p)]
         merge = self.config.table_type == TableType.MERGE_ON_READ and qt == "snapshot"
+        # A read whose filters pin record keys skips the base files that hold none of them.
+        admitted = bases_admitting(self.storage, slices, filters, self.keygen, schema)
+        if admitted is not None:
+            slices = [
+                s if keep else without_base(s)
+                for s, keep in zip(slices, admitted, strict=True)
+                if keep or (merge and s.log_files)
+            ]
         base_slices = [s for s in slices if not (merge and s.log_files)]
-        # These slices are read for their base files alone (a snapshot merges the others).
-        base_slices = prune_by_record_key(self.storage, base_slices, filters, self.keygen, schema)
         specs: list[Any] = plan_slices(self.storage.base_uri, base_slices, columns, filters)
         if merge:
             completed = [

@@ -1,7 +1,8 @@
 """Record-key pruning: a read whose filters pin the record key (``=`` or ``in`` on
 ``_hoodie_record_key``, or on every record key field) opens only the base files whose footers
 may hold one of those keys, by their min/max record keys and bloom filters, as Hudi's bloom
-index picks candidate files. A point lookup reads a footer per file instead of every file.
+index picks candidate files. A point lookup reads a footer per file instead of every file; a
+merge-on-read slice whose base file holds none of the keys is read from its log files alone.
 
 Only what the footers rule out is skipped; the filters still decide every row read. Keys are
 built from field values by the table's key generator, for string and integer fields only: their
@@ -10,6 +11,7 @@ Hudi text is the value as written, in every engine.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Sequence
@@ -31,21 +33,25 @@ RECORD_KEY = "_hoodie_record_key"
 MAX_PINNED_KEYS = 10_000
 
 
-def prune_by_record_key(
+def bases_admitting(
     storage: Storage,
     slices: Sequence[FileSlice],
     filters: Sequence[Filter] | None,
     keygen: KeyGenerator,
     schema: pa.Schema | None,
-) -> list[FileSlice]:
-    """``slices`` without those whose base file's footer holds none of the keys ``filters``
-    pin; all of them when the filters pin no keys. Each slice is read for its base file alone:
-    slices whose log files are read too must be kept by the caller."""
+) -> list[bool] | None:
+    """Per slice, whether its base file may hold one of the keys ``filters`` pin, by its
+    footer (a slice without a base file: True); None when the filters pin no keys."""
     keys = pinned_keys(filters, keygen, schema)
     if keys is None:
-        return list(slices)
-    admitted = BloomIndex(storage).admits(keys, slices)
-    return [s for s, keep in zip(slices, admitted, strict=True) if keep]
+        return None
+    return BloomIndex(storage).admits(keys, slices)
+
+
+def without_base(sl: FileSlice) -> FileSlice:
+    """``sl`` read from its log files alone: for a base file that holds none of the keys a
+    read is after, whose rows the filters would drop anyway."""
+    return dataclasses.replace(sl, base_file=None)
 
 
 def pinned_keys(
