@@ -3,9 +3,10 @@
     .venv/bin/python benches/compare.py [--rows 1000000] [--upsert-rows 100000] [--repeat 3]
 
 Peers: pyarrow.dataset.write_dataset (bulk insert), deltalake merge (upsert), hudi-rs and
-pyarrow (snapshot read). Each measurement is the best of ``--repeat`` runs on fresh copies; the
-write comparisons alternate shoal's run and the peer's, so both see the same machine load, and
-also record the best process CPU time (all threads), which load disturbs less than wall time.
+pyarrow (snapshot read), pyarrow (a lookup of ten record keys). Each measurement is the best of
+``--repeat`` runs on fresh copies; the write comparisons alternate shoal's run and the peer's, so
+both see the same machine load, and also record the best process CPU time (all threads), which
+load disturbs less than wall time.
 Install the peers with ``SHOAL_EXTRAS=bench bash .ci/setup``.
 """
 
@@ -317,6 +318,22 @@ def main() -> None:
     except ImportError:
         console.print("hudi not installed: skipping hudi-rs")
 
+    # -- key lookup -------------------------------------------------------------------------
+    # Ten record keys (random UUIDs: every file's key range holds them): shoal reads the files
+    # whose footer bloom filters admit a key, pyarrow's dataset every file its row-group
+    # statistics cannot rule out.
+    keys = upsert.column("key").slice(0, 10).to_pylist()
+    results["lookup.shoal"] = timed(
+        lambda: shoal.Table(str(work / "shoal_upsert")).read(filters=[("key", "in", keys)]), None, args.repeat
+    )
+    results["lookup.pyarrow"] = timed(
+        lambda: ds.dataset(work / "pa_bulk", format="parquet", partitioning="hive").to_table(
+            filter=pc.field("key").isin(keys)
+        ),
+        None,
+        args.repeat,
+    )
+
     ratios = {
         "bulk_insert: shoal / pyarrow.write_dataset": ("bulk_insert.shoal", "bulk_insert.pyarrow", "<= 1.5"),
         "upsert: shoal / deltalake merge": ("upsert.shoal", "upsert.deltalake", "<= 0.7"),
@@ -327,6 +344,7 @@ def main() -> None:
         ),
         "snapshot read: shoal / hudi-rs": ("read.shoal", "read.hudi-rs", "-"),
         "snapshot read: shoal / pyarrow dataset": ("read.shoal", "read.pyarrow", "-"),
+        "key lookup (10 keys): shoal / pyarrow dataset": ("lookup.shoal", "lookup.pyarrow", "-"),
     }
     report_ratios("shoal vs peers (best of runs)", results, ratios, args, Path(args.out), cpu)
     shutil.rmtree(work, ignore_errors=True)
