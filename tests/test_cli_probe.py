@@ -463,13 +463,14 @@ def test_show_where_and_key_print_the_rows_that_pass(tmp_path, capsys, piped):
 
 def test_show_where_refuses_conditions_it_cannot_read(tmp_path, capsys, piped):
     t = _table(tmp_path / "t")
-    t.upsert(_rows((1, "a", 1)))
+    t.upsert(_rows((1, "a", 1)).append_column("day", pa.array([datetime.date(2025, 1, 1)])))
     before = _hoodie(t)
     for condition, message in (
         ("garbage", "expected COLUMN OP VALUE"),
         ("nope=1", "no column 'nope'"),
         ("ts>soon", "'soon' is not a int64 value for 'ts'"),
         ("ts=>1", "is not a int64 value"),
+        ("day<2025-13-01", "'2025-13-01' is not a date32[day] value for 'day'"),
     ):
         code, out = _run(capsys, "show", t.path, "--where", condition)
         assert code == 2 and out.startswith("InvalidArgumentError") and message in out, (condition, out)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from shoal.errors import InvalidArgumentError
+from shoal.errors import InvalidArgumentError, InvalidOptionError
 from shoal.read.filter_values import typed_filters
 from shoal.read.filters import Filter
 
@@ -39,12 +39,27 @@ def where_filters(conditions: Sequence[str], keys: Sequence[str], schema: pa.Sch
             raise InvalidArgumentError(f"--where {text!r}: no column {column!r} (columns: {known})")
         kind = schema.field(column).type
         if op == "in":
-            filters.append((column, "in", [_value(text, column, kind, v.strip()) for v in value.split(",")]))
+            condition: Filter = (
+                column,
+                "in",
+                [_value(text, column, kind, v.strip()) for v in value.split(",")],
+            )
         else:
-            filters.append((column, "=" if op == "==" else op, _value(text, column, kind, value)))
+            condition = (column, "=" if op == "==" else op, _value(text, column, kind, value))
+        try:
+            filters.extend(typed_filters([condition], schema))
+        except InvalidOptionError:
+            raise InvalidArgumentError(
+                f"--where {text!r}: {value!r} is not a {kind} value for {column!r}"
+                + (
+                    " (times of instants need their offset, e.g. 2025-01-31T12:00:00Z)"
+                    if pa.types.is_timestamp(kind)
+                    else ""
+                )
+            ) from None
     if keys:
         filters.append(("_hoodie_record_key", "in", list(keys)))
-    return list(typed_filters(filters, schema))
+    return filters
 
 
 def _value(text: str, column: str, kind: pa.DataType, value: str) -> Any:
