@@ -8,10 +8,11 @@ the write's one pass over its input (moving rows into Python is the expensive di
 1. *route* (``mapInArrow`` over whole records, ``shoal.spark.routing``): key generation and
    validation (``key_records``: a null or empty key fails here, before the timeline changes),
    and tagging against the latest base files of the partitions the keys fall in, whose footers
-   (key ranges, bloom filters) each worker reads once: the driver broadcasts only the file
-   slices, never footers, so the cost follows the partitions a write touches, not the table's
-   size. Keys several files may hold are confirmed by reading the files' key columns. A key
-   only one footer admits keeps that file's id unread: on copy-on-write tables the rewrite of
+   (key ranges, bloom filters) each worker reads once: the driver broadcasts only the timeline,
+   and each worker lists the partitions its keys fall in (``LatestSlices``), so the cost follows
+   the partitions a write touches, not the table's size. Keys several files may hold are
+   confirmed by reading the files' key columns. A key only one footer admits keeps that file's
+   id unread: on copy-on-write tables the rewrite of
    that file group takes a bloom false positive as an insert; on merge-on-read the log append
    task of the file group reads its base file's keys once and writes the false positives to a
    base file (``write_tasks.split_strays``): a new key must not land in a log, where no bloom
