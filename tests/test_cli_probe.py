@@ -475,3 +475,19 @@ def test_show_where_refuses_conditions_it_cannot_read(tmp_path, capsys, piped):
         code, out = _run(capsys, "show", t.path, "--where", condition)
         assert code == 2 and out.startswith("InvalidArgumentError") and message in out, (condition, out)
     assert _hoodie(t) == before
+
+
+@pytest.mark.parametrize(
+    "name", ["cow_v6_simplekeygen_hivestyle_no_metafields", "cow_v8_simplekeygen_hivestyle_no_metafields"]
+)
+def test_show_key_on_a_table_without_meta_fields_looks_the_key_field_up(capsys, piped, fixture_table, name):
+    """Such a table stores no _hoodie_record_key: --key takes values of its one key field."""
+    path = str(fixture_table(name))
+    ids = sorted(shoal.Table(path).read(columns=["id"]).column("id").to_pylist())
+    code, out = _run(
+        capsys, "show", path, "--columns", "id", "--key", str(ids[0]), "--key", str(ids[-1]), "--key", "999"
+    )
+    assert code == 0 and out.splitlines()[0] == "2 rows"
+    assert sorted(int(c[0]) for c in _cells(out)) == [ids[0], ids[-1]]
+    code, out = _run(capsys, "show", path, "--key", "x")
+    assert code == 2 and out.startswith("InvalidArgumentError") and "--key 'x'" in out

@@ -193,7 +193,11 @@ def _columns(text: str | None) -> list[str] | None:
 
 def _show(args: argparse.Namespace) -> int:
     t = _table(args)
-    filters = where_filters(args.where, args.key, t.schema()) if args.where or args.key else None
+    filters = (
+        where_filters(args.where, args.key, t.schema(), _key_field(t, args.key))
+        if args.where or args.key
+        else None
+    )
     data = t.read(
         columns=_columns(args.columns), filters=filters, as_of=args.as_of, query_type=args.query_type
     )
@@ -206,6 +210,20 @@ def _show(args: argparse.Namespace) -> int:
         out.add_row(*("" if v is None else str(v) for v in row.values()))
     console.print(out)
     return 0
+
+
+def _key_field(t: shoal.Table, keys: Sequence[str]) -> str | None:
+    """The field ``--key`` values are values of, for a table that stores no record keys
+    (``hoodie.populate.meta.fields=false``); None for a table that stores them."""
+    if not keys or t.config.populate_meta_fields:
+        return None
+    fields = t.keygen.record_key_fields
+    if len(fields) != 1:
+        raise InvalidArgumentError(
+            "--key: this table stores no _hoodie_record_key (hoodie.populate.meta.fields=false) and its "
+            f"record key has several fields ({', '.join(fields)}): use --where on them"
+        )
+    return fields[0]
 
 
 def _rollback(args: argparse.Namespace) -> int:

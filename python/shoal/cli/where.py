@@ -23,9 +23,12 @@ _CONDITION = re.compile(
 )
 
 
-def where_filters(conditions: Sequence[str], keys: Sequence[str], schema: pa.Schema | None) -> list[Filter]:
+def where_filters(
+    conditions: Sequence[str], keys: Sequence[str], schema: pa.Schema | None, key_field: str | None = None
+) -> list[Filter]:
     """The read filters of ``--where`` conditions and ``--key`` record keys (ANDed; several keys
-    are any of them)."""
+    are any of them). ``key_field``: the field the keys are values of, for a table that stores
+    no ``_hoodie_record_key``; None: the keys are record keys."""
     filters: list[Filter] = []
     for text in conditions:
         match = _CONDITION.match(text)
@@ -42,10 +45,10 @@ def where_filters(conditions: Sequence[str], keys: Sequence[str], schema: pa.Sch
             condition: Filter = (
                 column,
                 "in",
-                [_value(text, column, kind, v.strip()) for v in value.split(",")],
+                [_value(f"--where {text!r}", column, kind, v.strip()) for v in value.split(",")],
             )
         else:
-            condition = (column, "=" if op == "==" else op, _value(text, column, kind, value))
+            condition = (column, "=" if op == "==" else op, _value(f"--where {text!r}", column, kind, value))
         try:
             filters.extend(typed_filters([condition], schema))
         except InvalidOptionError:
@@ -57,14 +60,18 @@ def where_filters(conditions: Sequence[str], keys: Sequence[str], schema: pa.Sch
                     else ""
                 )
             ) from None
-    if keys:
+    if keys and key_field is None:
         filters.append(("_hoodie_record_key", "in", list(keys)))
+    elif keys:
+        assert schema is not None and key_field is not None
+        kind = schema.field(key_field).type
+        filters.append((key_field, "in", [_value(f"--key {k!r}", key_field, kind, k) for k in keys]))
     return filters
 
 
-def _value(text: str, column: str, kind: pa.DataType, value: str) -> Any:
+def _value(what: str, column: str, kind: pa.DataType, value: str) -> Any:
     """``value`` as the Python value of a ``kind`` column; dates, times and decimals are left
-    as text for :func:`typed_filters`."""
+    as text for :func:`typed_filters`. ``what``: the argument, for the error."""
     try:
         if pa.types.is_integer(kind):
             return int(value)
@@ -76,7 +83,5 @@ def _value(text: str, column: str, kind: pa.DataType, value: str) -> Any:
                 raise ValueError(value)
             return low == "true"
     except ValueError:
-        raise InvalidArgumentError(
-            f"--where {text!r}: {value!r} is not a {kind} value for {column!r}"
-        ) from None
+        raise InvalidArgumentError(f"{what}: {value!r} is not a {kind} value for {column!r}") from None
     return value
