@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -39,16 +40,15 @@ def spark():
     pytest.importorskip("pyspark")
     from shoal.spark import local_session
 
+    # Not the working directory: a test that creates a catalog table would leave it there.
+    warehouse = tempfile.mkdtemp(prefix="shoal-tests-warehouse-")
     session = local_session(
         "local[2,3]",
         app_name="shoal-tests",
-        conf={
-            "spark.ui.showConsoleProgress": "false",
-            # Not the working directory: a test that creates a catalog table would leave it there.
-            "spark.sql.warehouse.dir": tempfile.mkdtemp(prefix="shoal-tests-warehouse-"),
-        },
+        conf={"spark.ui.showConsoleProgress": "false", "spark.sql.warehouse.dir": warehouse},
         fast_start=True,
     )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+    shutil.rmtree(warehouse, ignore_errors=True)

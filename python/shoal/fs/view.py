@@ -302,7 +302,8 @@ class LatestSlices:
         self._listed: dict[str, list[FileSlice]] = {}
 
     def get(self, partition: str, default: list[FileSlice] | None = None) -> list[FileSlice]:
-        """The latest slices of ``partition`` (none for a partition the table does not have)."""
+        """The latest slices of ``partition``, none for a partition the table does not have
+        (``default``, taken as a dict's ``get`` takes it, is never needed)."""
         if partition not in self._listed:
             view = FileSystemView(self.storage, self.timeline, partitions=[partition])
             self._listed[partition] = view.latest_file_slices(partition)
