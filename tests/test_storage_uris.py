@@ -7,6 +7,7 @@ import pyarrow as pa
 
 import shoal
 from shoal.fs.storage import Storage
+from tests.hudi_oracle import hudi_rs_read
 
 
 def test_every_spelling_of_a_local_path_names_the_same_table(tmp_path, monkeypatch):
@@ -20,5 +21,6 @@ def test_every_spelling_of_a_local_path_names_the_same_table(tmp_path, monkeypat
     for spelling in (str(path), f"file:{path}", f"file://{path}", "t"):
         assert sorted(shoal.Table(spelling).read(columns=["id"]).column("id").to_pylist()) == ["a", "b", "c"]
         assert Storage(spelling).base_path == str(path)
+    assert sorted(hudi_rs_read(str(path)).column("id").to_pylist()) == ["a", "b", "c"]
     # Nothing was made under a directory named "file:".
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t"]
