@@ -613,6 +613,16 @@ INCR_FALLBACK_FULL_SCAN = _opt(
     "snapshot, filtered by commit time, instead of failing.",
 )
 
+SPARK_DIRECT_PARQUET_INPUT = _opt(
+    "shoal.spark.write.direct.parquet.input",
+    "true",
+    _bool,
+    "shoal.spark.write: when the input DataFrame is a plain scan of parquet files, its route "
+    "tasks read the files with pyarrow, sparing Spark's turning of rows into Arrow (inputs "
+    "pyarrow would read otherwise than Spark go through Spark); false always takes the records "
+    "through Spark.",
+)
+
 
 def option_names() -> list[str]:
     """Every supported option key, sorted."""

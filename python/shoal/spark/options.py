@@ -61,12 +61,13 @@ def parse_options(
             op_text = text
         elif name == TABLE_TYPE_OPTION:
             table_type = text
-        elif name.startswith("hoodie.") or (prefix and name.startswith(prefix)):
+        elif name.startswith("hoodie.") or wc.is_known_option(name) or (prefix and name.startswith(prefix)):
             hoodie[name] = text
         else:
             raise InvalidOptionError(
-                f"unknown write option {key!r}: pass Hudi's hoodie.* write options (or commit "
-                f"metadata entries, named with the prefix {prefix!r})"
+                f"unknown write option {key!r}: pass Hudi's hoodie.* write options, shoal's own "
+                f"(shoal.spark.write.direct.parquet.input), or commit metadata entries, named "
+                f"with the prefix {prefix!r}"
             )
     try:
         op = Operation((op_text or "upsert").strip().upper())

@@ -19,7 +19,7 @@ pass sends every record to its key's destinations, whose route values are bucket
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,7 @@ from shoal.fs.view import PartitionSlices
 from shoal.index.bloom import BloomIndex
 from shoal.index.bucket import bucket_ids, bucket_of_file
 from shoal.spark.counting import TagContext, task_index
+from shoal.spark.file_input import FileInput, InputMismatch
 from shoal.spark.global_keys import GlobalRoutePlan
 from shoal.spark.keying import KeySpec, chunked, logs_deletes, task_keygen
 from shoal.spark.keys import insert_slots, key_hash, slot_positions
@@ -59,14 +60,23 @@ PASS_SCHEMA = (
     "route int, part int, file string, offset long, length long, "
     "partition string, file_id string, slot int, bucket int, op tinyint, n long"
 )
-_PASS_FIELDS = [
-    ("partition", pa.string()),
-    ("file_id", pa.string()),
-    ("slot", pa.int32()),
-    ("bucket", pa.int32()),
-    ("op", pa.int8()),
-    ("n", pa.int64()),
-]
+_PASS_ARROW = pa.schema(
+    [
+        ("route", pa.int32()),
+        ("part", pa.int32()),
+        ("file", pa.string()),
+        ("offset", pa.int64()),
+        ("length", pa.int64()),
+        ("partition", pa.string()),
+        ("file_id", pa.string()),
+        ("slot", pa.int32()),
+        ("bucket", pa.int32()),
+        ("op", pa.int8()),
+        ("n", pa.int64()),
+    ]
+)
+# The pass columns of a count row.
+_PASS_FIELDS = [(f.name, f.type) for f in _PASS_ARROW][5:]
 # How many operations there are (OP_UPSERT, OP_SOFT_DELETE, OP_HARD_DELETE).
 _OPS = 3
 
@@ -153,6 +163,34 @@ def route_task(
     yield _with_pass_columns(index)
     if routes is not None:
         yield routes.count_rows(path, partition)
+
+
+def file_route_task(
+    files: FileInput,
+    task: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    ids: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """The route pass over one task's range of the input's files (``shoal.spark.file_input``):
+    ``task`` (a :func:`route_task`) over the records the task reads itself. A file pyarrow would
+    not read as Spark does gives one mismatch row instead (``route`` null, ``file`` the reason):
+    the driver then runs the pass through Spark."""
+    for batch in ids:
+        for index in batch.column(0).to_pylist():
+            try:
+                yield from task(files.batches(index))
+            except InputMismatch as exc:
+                names = [f.name for f in _PASS_ARROW]
+                columns = [pa.nulls(1, f.type) for f in _PASS_ARROW]
+                columns[names.index("part")] = pa.array([index], pa.int32())
+                columns[names.index("file")] = pa.array([str(exc)], pa.string())
+                yield pa.RecordBatch.from_arrays(columns, schema=_PASS_ARROW)
+
+
+def input_mismatch(rows: pa.Table) -> str | None:
+    """The first mismatch a route pass over the input's files met (see :func:`file_route_task`),
+    or None."""
+    mismatched = rows.filter(pc.is_null(rows.column("route")))
+    return None if mismatched.num_rows == 0 else str(mismatched.column("file")[0])
 
 
 def _with_pass_columns(index: pa.RecordBatch) -> pa.RecordBatch:

@@ -3,7 +3,8 @@
 The write runs the local writer's phases (``shoal.write.writer.Writer``), with the data staying
 in Spark (DESIGN §3.1). Whole records cross from the JVM into Python once, in the route pass,
 the write's one pass over its input (moving rows into Python is the expensive direction:
-/work/shared/spec/SPARK_NOTES.md):
+/work/shared/spec/SPARK_NOTES.md), unless the input is a plain scan of parquet files: the route
+tasks then read the files themselves (``shoal.spark.file_input``):
 
 1. *route* (``mapInArrow`` over whole records, ``shoal.spark.routing``): key generation and
    validation (``key_records``: a null or empty key fails here, before the timeline changes),
@@ -66,6 +67,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -85,6 +87,7 @@ from shoal.keygen import keygen_properties
 from shoal.read.settle import check_plan_fresh, plan_again_or_raise
 from shoal.spark.counting import BucketCounts, Profile, TagContext
 from shoal.spark.executor import SparkExecutor, spark_job
+from shoal.spark.file_input import FileInput
 from shoal.spark.frames import arrow_batches, evaluated_once, plain, quoted, sample_records
 from shoal.spark.global_keys import (
     KEY_FILES_SCHEMA,
@@ -98,7 +101,15 @@ from shoal.spark.keying import BucketLayout, KeySpec
 from shoal.spark.missing_files import missing_file
 from shoal.spark.options import parse_options, table_for_write
 from shoal.spark.packing import PACKED_DIR_NAME, Run, planned_runs, runs_by_task
-from shoal.spark.routing import PASS_SCHEMA, RecordKeying, laid_out_runs, pass_counts, route_task
+from shoal.spark.routing import (
+    PASS_SCHEMA,
+    RecordKeying,
+    file_route_task,
+    input_mismatch,
+    laid_out_runs,
+    pass_counts,
+    route_task,
+)
 from shoal.spark.scratch import scratch_dir
 from shoal.spark.task_layout import (
     bucket_weight,
@@ -135,6 +146,8 @@ from shoal.write.writer import (
     refuse_replacing_buckets,
     replaced_file_groups,
 )
+
+log = logging.getLogger(__name__)
 
 # Columns the local writer adds to records (not part of the table's data schema).
 _INTERNAL = (RECORD_KEY, PARTITION_PATH, OP_COLUMN)
@@ -460,10 +473,28 @@ class SparkWrite:
         )
         _, _, ordered = self._ordering()
         task = functools.partial(route_task, spec, keying, broadcast, ordered, directory, held=held)
-        with (
-            arrow_batches(self.spark, source.schema),
-            spark_job(self.spark.sparkContext, f"shoal {self.operation.value.lower()}: route"),
-        ):
+        job = f"shoal {self.operation.value.lower()}: route"
+        # A global index's key pass numbered the records in Spark's order: the route pass must too.
+        files = None
+        if not write_config.get(wc.SPARK_DIRECT_PARQUET_INPUT):
+            log.info("the route pass reads the input through Spark: %s=false", wc.SPARK_DIRECT_PARQUET_INPUT)
+        elif not spec.global_keys:
+            files = FileInput.of(source)
+        if files is not None:
+            with spark_job(self.spark.sparkContext, f"{job} ({files.files} files)"):
+                n = len(files.tasks)
+                rows = (
+                    self.spark.range(0, n, 1, n)
+                    .mapInArrow(functools.partial(file_route_task, files, task), PASS_SCHEMA)
+                    .toArrow()
+                )
+            mismatch = input_mismatch(rows)
+            if mismatch is None:
+                return rows
+            log.info("the route pass reads the input through Spark: %s", mismatch)
+            self.table.storage.delete_dir(directory)
+            self.table.storage.makedirs(directory)
+        with arrow_batches(self.spark, source.schema), spark_job(self.spark.sparkContext, job):
             return source.mapInArrow(task, PASS_SCHEMA).toArrow()
 
     def _ordering(self) -> tuple[bool, bool, bool]:

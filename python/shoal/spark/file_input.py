@@ -1,0 +1,354 @@
+"""An input DataFrame that is a plain scan of parquet files, read by the route tasks themselves.
+
+For the route pass's ``mapInArrow``, Spark turns every input record into a row and the row into
+Arrow: for a scan of parquet files that costs about as much as Spark's whole parquet write of
+the same records (benches/spark_upsert.py). When the input is exactly such a scan
+(``spark.read.parquet(...)``, or a selection of its columns), the route tasks read the files
+with pyarrow instead, and Spark hands them only task numbers.
+
+The files are the ones Spark listed for the DataFrame (``inputFiles``), split into byte ranges
+and packed onto tasks as Spark's file scan does (``maxPartitionBytes``, ``openCostInBytes``); a
+range reads the row groups whose middle byte falls in it, as Spark's parquet reader does. The
+records come in path order, then file order: that is the input order deduplication breaks ties
+with (Spark's own scan orders files by size).
+
+A scan qualifies only when pyarrow reads its records as Spark would:
+
+- no partition columns from directory names, no filter, no renamed or computed column;
+- no read option other than listing ones (``pathGlobFilter``, ``recursiveFileLookup``, ...) and
+  ``mergeSchema``, and no session setting that changes what the reader returns (ignoring corrupt
+  or missing files, legacy date rebasing, field ids);
+- each file has every column under its exact name, of the type Spark reads (a lossless
+  timestamp widening, a time zone, large or dictionary encodings aside), and was not written
+  with Spark 2's legacy calendar or INT96 timestamps.
+
+Else the write falls back to ``mapInArrow``: before any task when the plan or the first file's
+schema disqualifies the scan, or when a task meets a file that does (its pass is discarded).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from shoal.spark.frames import MAX_BATCH_ROWS
+
+log = logging.getLogger(__name__)
+
+# Read options of a parquet scan that only choose the files, or (mergeSchema) the schema each
+# file is checked against: any other option may change the records, so the scan goes through
+# Spark.
+_LISTING_OPTIONS = frozenset(
+    {
+        "path",
+        "paths",
+        "basepath",
+        "mergeschema",
+        "pathglobfilter",
+        "recursivefilelookup",
+        "modifiedbefore",
+        "modifiedafter",
+    }
+)
+
+# Session settings under which Spark's parquet reader returns other records than the files
+# hold, with the value that does.
+_CHANGING_SETTINGS = {
+    "spark.sql.files.ignoreCorruptFiles": "true",
+    "spark.sql.files.ignoreMissingFiles": "true",
+    "spark.sql.parquet.datetimeRebaseModeInRead": "LEGACY",
+    "spark.sql.parquet.int96RebaseModeInRead": "LEGACY",
+    "spark.sql.parquet.fieldId.read.enabled": "true",
+}
+
+# Footer keys of files written with Spark 2's hybrid calendar (their dates need rebasing).
+_LEGACY_KEYS = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96")
+
+_TIME_UNITS = {"s": 0, "ms": 1, "us": 2, "ns": 3}
+
+
+class InputMismatch(Exception):
+    """A file of the input that pyarrow would not read as Spark does."""
+
+
+@dataclass(frozen=True)
+class FileRange:
+    """Bytes ``[start, start + length)`` of one input file (a path of the input's file system)."""
+
+    path: str
+    start: int
+    length: int
+    size: int
+
+
+@dataclass(frozen=True)
+class FileInput:
+    """The input's files as route tasks read them: each task's ranges, and the Arrow schema of
+    the records Spark's batches would have."""
+
+    filesystem: pafs.FileSystem
+    schema: pa.Schema
+    tasks: tuple[tuple[FileRange, ...], ...]
+    files: int
+
+    @classmethod
+    def of(cls, df: DataFrame) -> FileInput | None:
+        """The files of ``df`` when it is a plain parquet scan the route tasks can read (see the
+        module's text), else None."""
+        reason = _disqualified(df)
+        if reason is None:
+            located = _located(df)
+            if isinstance(located, str):
+                reason = located
+            else:
+                filesystem, sizes = located
+                schema = _spark_schema(df)
+                reason = (
+                    _schema_mismatch(filesystem, next(iter(sizes)), schema)
+                    if isinstance(schema, pa.Schema)
+                    else schema
+                )
+                if reason is None:
+                    tasks = _packed(sizes, df.sparkSession)
+                    return cls(filesystem, schema, tasks, len(sizes))
+        log.info("the route pass reads the input through Spark: %s", reason)
+        return None
+
+    def batches(self, task: int) -> Iterator[pa.RecordBatch]:
+        """Task ``task``'s records, as batches of :attr:`schema`.
+
+        Raises:
+            InputMismatch: a file pyarrow would not read as Spark does.
+        """
+        for file_range in self.tasks[task]:
+            try:
+                yield from self._range_batches(file_range)
+            except (pa.ArrowException, OSError) as exc:
+                # Spark's reader reports (or, if told to, skips) what pyarrow cannot read.
+                raise InputMismatch(f"pyarrow cannot read {file_range.path}: {exc}") from exc
+
+    def _range_batches(self, file_range: FileRange) -> Iterator[pa.RecordBatch]:
+        with self.filesystem.open_input_file(file_range.path) as source:
+            parquet = pq.ParquetFile(source)
+            reason = _file_mismatch(file_range.path, parquet, self.schema)
+            if reason is not None:
+                raise InputMismatch(reason)
+            row_groups = _row_groups_in(parquet.metadata, file_range)
+            if not row_groups:
+                return
+            names = self.schema.names
+            for batch in parquet.iter_batches(
+                MAX_BATCH_ROWS, row_groups=row_groups, columns=names, use_threads=False
+            ):
+                yield batch.select(names).cast(self.schema)
+
+
+def _disqualified(df: DataFrame) -> str | None:
+    """Why ``df``'s plan is not a plain parquet scan pyarrow reads as Spark does, or None."""
+    # A new plan over ``df``'s: ``df``'s own was made before the data it reads was cached, if
+    # it was, and the route pass's mapInArrow would read the cache.
+    plan = df.select("*")._jdf.queryExecution().optimizedPlan()
+    if _name(plan) == "Project":
+        projected = plan.projectList()
+        if any(_name(projected.apply(i)) != "AttributeReference" for i in range(projected.size())):
+            return "it computes or renames columns"
+        plan = plan.child()
+    if _name(plan) != "LogicalRelation" or _name(plan.relation()) != "HadoopFsRelation":
+        return f"its plan is not a file scan ({_name(plan)})"
+    relation = plan.relation()
+    if _name(relation.fileFormat()) != "ParquetFileFormat":
+        return f"its files are not parquet ({_name(relation.fileFormat())})"
+    if relation.partitionSchema().length() > 0:
+        return "it has partition columns from directory names"
+    keys = relation.options().keySet().toSeq()
+    options = sorted(str(keys.apply(i)).lower() for i in range(keys.size()))
+    changing = [o for o in options if o not in _LISTING_OPTIONS]
+    if changing:
+        return f"it has read options {changing}"
+    conf = df.sparkSession.conf
+    for setting, value in _CHANGING_SETTINGS.items():
+        if str(conf.get(setting)).lower() == value.lower():
+            return f"{setting} is {value}"
+    return None
+
+
+def _name(node: object) -> str:
+    return str(node.getClass().getSimpleName())  # type: ignore[attr-defined]
+
+
+def _located(df: DataFrame) -> tuple[pafs.FileSystem, dict[str, int]] | str:
+    """The file system of ``df``'s files and each file's size (paths in path order), or why
+    pyarrow cannot reach them."""
+    uris = sorted(df.inputFiles())
+    if not uris:
+        return "it has no files"
+    try:
+        filesystem, first = _filesystem(uris[0])
+    except (pa.ArrowInvalid, ValueError, OSError) as exc:
+        return f"pyarrow cannot open {uris[0]}: {exc}"
+    prefix = uris[0][: len(uris[0]) - len(first)] if not uris[0].startswith("file:") else None
+    paths = []
+    for uri in uris:
+        if prefix is None:
+            if not uri.startswith("file:"):
+                return f"its files are on several file systems ({uri})"
+            paths.append(_local_path(uri))
+        elif uri.startswith(prefix):
+            paths.append(uri[len(prefix) :])
+        else:
+            return f"its files are on several file systems ({uri})"
+    infos = filesystem.get_file_info(paths)
+    missing = [i.path for i in infos if i.type != pafs.FileType.File]
+    if missing:
+        return f"a file is missing: {missing[0]}"
+    return filesystem, {i.path: int(i.size or 0) for i in infos}
+
+
+def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    if uri.startswith("file:"):
+        return pafs.LocalFileSystem(), _local_path(uri)
+    return pafs.FileSystem.from_uri(uri)
+
+
+def _local_path(uri: str) -> str:
+    """``file:/a``, ``file:///a``: ``/a`` (Hadoop's paths are not percent-encoded)."""
+    return "/" + uri[len("file:") :].lstrip("/")
+
+
+def _spark_schema(df: DataFrame) -> pa.Schema | str:
+    """The Arrow schema of the batches Spark's ``mapInArrow`` gives for ``df``, or why there is
+    none."""
+    conf = df.sparkSession.conf
+    large = str(conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false")).lower() == "true"
+    try:
+        return to_arrow_schema(
+            df.schema, timezone=conf.get("spark.sql.session.timeZone", None), prefers_large_types=large
+        )
+    except (TypeError, pa.ArrowException) as exc:
+        return f"its schema has no Arrow form here: {exc}"
+
+
+def _schema_mismatch(filesystem: pafs.FileSystem, path: str, schema: pa.Schema) -> str | None:
+    try:
+        with filesystem.open_input_file(path) as source:
+            return _file_mismatch(path, pq.ParquetFile(source), schema)
+    except (pa.ArrowException, OSError) as exc:
+        return f"pyarrow cannot read {path}: {exc}"
+
+
+def _file_mismatch(path: str, parquet: pq.ParquetFile, schema: pa.Schema) -> str | None:
+    """Why pyarrow would not read the file ``path`` as Spark reads it into ``schema``, or None."""
+    metadata = parquet.metadata.metadata or {}
+    if any(key in metadata for key in _LEGACY_KEYS):
+        return f"{path} was written with Spark 2's legacy calendar"
+    written_by = metadata.get(b"org.apache.spark.version", b"3")
+    if written_by[:1] in (b"1", b"2"):
+        return f"{path} was written by Spark {written_by.decode(errors='replace')}"
+    stored = parquet.schema_arrow
+    lower = [n.lower() for n in stored.names]
+    for field in schema:
+        if stored.get_field_index(field.name) < 0:
+            return f"{path} has no column {field.name!r}"
+        if lower.count(field.name.lower()) > 1:
+            return f"{path} has several columns named {field.name!r} but for case"
+        found = stored.field(field.name).type
+        if not _reads_as(found, field.type):
+            return f"column {field.name!r} of {path} is {found}, Spark reads {field.type}"
+    return None
+
+
+def _reads_as(stored: pa.DataType, spark: pa.DataType) -> bool:
+    """Whether a column pyarrow reads as ``stored`` casts losslessly to ``spark``, the type
+    Spark's batches have, with the values Spark reads."""
+    if pa.types.is_dictionary(stored):
+        return _reads_as(stored.value_type, spark)
+    if stored == spark:
+        return True
+    if pa.types.is_timestamp(stored) and pa.types.is_timestamp(spark):
+        # An instant stays an instant, a local time a local time; units only widen.
+        same_kind = (stored.tz is None) == (spark.tz is None)
+        return same_kind and _TIME_UNITS[stored.unit] <= _TIME_UNITS[spark.unit]
+    for is_kind in (_is_string, _is_binary):
+        if is_kind(stored) and is_kind(spark):
+            return True
+    if _is_list(stored) and _is_list(spark):
+        return _reads_as(stored.value_type, spark.value_type)
+    if pa.types.is_map(stored) and pa.types.is_map(spark):
+        return _reads_as(stored.key_type, spark.key_type) and _reads_as(stored.item_type, spark.item_type)
+    if pa.types.is_struct(stored) and pa.types.is_struct(spark):
+        return [f.name for f in stored] == [f.name for f in spark] and all(
+            _reads_as(a.type, b.type) for a, b in zip(stored, spark, strict=True)
+        )
+    return False
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _is_binary(t: pa.DataType) -> bool:
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t)
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t)
+
+
+def _packed(sizes: dict[str, int], spark: SparkSession) -> tuple[tuple[FileRange, ...], ...]:
+    """The files' ranges on tasks, as Spark's file scan splits and packs them (its
+    ``FilePartition.getFilePartitions``), but in path order."""
+    conf = spark._jsparkSession.sessionState().conf()
+    max_bytes, open_cost = int(conf.filesMaxPartitionBytes()), int(conf.filesOpenCostInBytes())
+    least = conf.filesMinPartitionNum()
+    min_tasks = int(least.get()) if least.isDefined() else spark.sparkContext.defaultParallelism
+    total = sum(size + open_cost for size in sizes.values())
+    split = min(max_bytes, max(open_cost, math.ceil(total / max(1, min_tasks))))
+    ranges = [
+        FileRange(path, start, min(split, size - start), size)
+        for path, size in sizes.items()
+        for start in range(0, max(size, 1), split)
+    ]
+    tasks: list[tuple[FileRange, ...]] = []
+    current: list[FileRange] = []
+    filled = 0
+    for file_range in ranges:
+        if current and filled + file_range.length > split:
+            tasks.append(tuple(current))
+            current, filled = [], 0
+        current.append(file_range)
+        filled += file_range.length + open_cost
+    if current:
+        tasks.append(tuple(current))
+    return tuple(tasks)
+
+
+def _row_groups_in(metadata: pq.FileMetaData, file_range: FileRange) -> list[int]:
+    """The row groups whose middle byte lies in ``file_range`` (parquet's rule for splits)."""
+    if file_range.start == 0 and file_range.length >= file_range.size:
+        return list(range(metadata.num_row_groups))
+    end = file_range.start + file_range.length
+    chosen = []
+    for i in range(metadata.num_row_groups):
+        group = metadata.row_group(i)
+        columns = [group.column(c) for c in range(group.num_columns)]
+        if not columns:
+            continue
+        start = min(_first_page(c) for c in columns)
+        middle = start + sum(c.total_compressed_size for c in columns) // 2
+        if file_range.start <= middle < end:
+            chosen.append(i)
+    return chosen
+
+
+def _first_page(column: pq.ColumnChunkMetaData) -> int:
+    if column.has_dictionary_page and column.dictionary_page_offset:
+        return int(column.dictionary_page_offset)
+    return int(column.data_page_offset)
