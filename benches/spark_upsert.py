@@ -7,8 +7,10 @@ phases of the upsert.
 The table (``--rows`` records, 10 partitions, written by shoal's bulk insert; copy-on-write and
 merge-on-read, ``--table-type``) gets an upsert of ``--upsert-rows`` records read from parquet by
 Spark, half updates of existing keys and half new keys (benches/compare.py's data), with
-``shoal.spark.write``. The peer is ``df.write.parquet`` of the same DataFrame in the same
-session: the cost of just writing the incoming rows. Target: a ratio of at most 2.
+``shoal.spark.write``: its route tasks read the input's parquet files themselves, and (``--input``)
+again with Spark turning the input's rows into Arrow for them, as for an input that is not a plain
+file scan (labels ``<table type>.spark_rows``). The peer is ``df.write.parquet`` of the same
+DataFrame in the same session: the cost of just writing the incoming rows. Target: a ratio of at most 2.
 
 Each measurement is the best of ``--repeat`` rounds; a round runs the peer, then each upsert, so
 all see the same machine load. Each round's own ratio is reported too, with their median: the
@@ -65,6 +67,13 @@ def main() -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a Spark setting for the session (repeatable), e.g. spark.shuffle.compress=false",
+    )
+    ap.add_argument(
+        "--input",
+        choices=["files", "spark", "both"],
+        default="both",
+        help="how the route tasks get the input: its parquet files read by the tasks (the default for "
+        "such an input), Spark's rows (shoal.spark.write.direct.parquet.input=false), or both, each timed",
     )
     ap.add_argument("--out", default="benches/results/spark_upsert.json")
     ap.add_argument(
@@ -130,21 +139,33 @@ def run(args: argparse.Namespace, work: Path, bases: dict[str, Path], source: Pa
     warm = work / "warmup_table"
     spark_write(df.limit(1000), str(warm), "upsert", table_name="w", record_key="key", partition_by="part")
 
+    # Each upsert measured: (label, base table, options).
+    inputs = {"files": "true", "spark": "false"}
+    chosen = list(inputs) if args.input == "both" else [args.input]
+    upserts = [
+        (
+            table_type if mode == "files" else f"{table_type}.spark_rows",
+            base,
+            {"hoodie.index.type": args.index, "shoal.spark.write.direct.parquet.input": inputs[mode]},
+        )
+        for table_type, base in bases.items()
+        for mode in chosen
+    ]
     for round_ in range(args.warmup_rounds):
         shutil.rmtree(work / "plain_parquet", ignore_errors=True)
         df.write.parquet(str(work / "plain_parquet"))
-        for table_type, base in bases.items():
-            table = work / f"warmup_{table_type.lower()}"
+        for label, base, options in upserts:
+            table = work / f"warmup_{label.lower()}"
             shutil.rmtree(table, ignore_errors=True)
             shutil.copytree(base, table)
-            spark_write(df, str(table), "upsert", {"hoodie.index.type": args.index})
+            spark_write(df, str(table), "upsert", options)
             shutil.rmtree(table, ignore_errors=True)
         print(f"  warm-up round {round_ + 1} done (untimed)")
 
-    names = ["spark_parquet_write"] + [f"shoal_spark_upsert.{t}" for t in bases]
+    names = ["spark_parquet_write"] + [f"shoal_spark_upsert.{label}" for label, _, _ in upserts]
     walls: dict[str, list[float]] = {name: [] for name in names}
     cpus: dict[str, list[float]] = {name: [] for name in names}
-    phases: dict[str, list[dict[str, float]]] = {t: [] for t in bases}
+    phases: dict[str, list[dict[str, float]]] = {label: [] for label, _, _ in upserts}
     loads = [os.getloadavg()]
     for round_ in range(args.repeat):
         out = work / "plain_parquet"
@@ -153,18 +174,17 @@ def run(args: argparse.Namespace, work: Path, bases: dict[str, Path], source: Pa
         walls["spark_parquet_write"].append(wall)
         cpus["spark_parquet_write"].append(cpu)
         print(f"  df.write.parquet: {wall:.2f} s, CPU {cpu:.2f} s")
-        for table_type, base in bases.items():
-            table = work / f"upserted_{table_type.lower()}_{round_}"
+        for label, base, options in upserts:
+            table = work / f"upserted_{label.lower()}_{round_}"
             shutil.copytree(base, table)
-            options = {"hoodie.index.type": args.index}
             upsert = functools.partial(spark_write, df, str(table), "upsert", options)
             wall, cpu, result = measured(upsert)
-            walls[f"shoal_spark_upsert.{table_type}"].append(wall)
-            cpus[f"shoal_spark_upsert.{table_type}"].append(cpu)
-            phases[table_type].append(result.timings)
+            walls[f"shoal_spark_upsert.{label}"].append(wall)
+            cpus[f"shoal_spark_upsert.{label}"].append(cpu)
+            phases[label].append(result.timings)
             stats = result.metadata.write_stats()
             print(
-                f"  {table_type} upsert: {wall:.2f} s, CPU {cpu:.2f} s ({len(stats)} files written, "
+                f"  {label} upsert: {wall:.2f} s, CPU {cpu:.2f} s ({len(stats)} files written, "
                 f"{sum(s.numUpdateWrites for s in stats):,} updates, "
                 f"{sum(s.numInserts for s in stats):,} inserts)"
             )
@@ -176,6 +196,7 @@ def run(args: argparse.Namespace, work: Path, bases: dict[str, Path], source: Pa
         "rows": args.rows,
         "upsert_rows": args.upsert_rows,
         "index": args.index,
+        "input": args.input,
         "cpus": os.cpu_count(),
         "load_averages": loads,
         "seconds": {name: min(v) for name, v in walls.items()},
@@ -186,7 +207,7 @@ def run(args: argparse.Namespace, work: Path, bases: dict[str, Path], source: Pa
         "round_ratios": {},
         "median_round_ratios": {},
     }
-    for table_type in bases:
+    for table_type, _, _ in upserts:
         name = f"shoal_spark_upsert.{table_type}"
         best = walls[name].index(min(walls[name]))
         ratio, cpu_ratio = min(walls[name]) / plain, min(cpus[name]) / plain_cpu
