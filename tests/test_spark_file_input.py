@@ -23,7 +23,7 @@ from shoal.spark.write import write as spark_write
 from tests.hudi_oracle import hudi_rs_read, rows_by
 
 COLUMNS = ["id", "city", "ts", "v"]
-THROUGH_SPARK = "the route pass reads the input through Spark"
+THROUGH_SPARK = "the write reads its input through Spark"
 
 
 def _rows(rows: list[tuple[int, str, int, str]]) -> pa.Table:
@@ -203,3 +203,35 @@ def test_millisecond_timestamps_are_read_as_spark_reads_them(spark, tmp_path, ca
     assert read.schema.field("at").type == pa.timestamp("us", "UTC")
     assert read.sort_by("id").column("at").to_pylist() == at
     assert hudi_rs_read(path).sort_by("id").column("at").cast(pa.timestamp("us", "UTC")).to_pylist() == at
+
+
+@pytest.mark.parametrize("mismatched", [False, True])
+def test_a_global_index_write_reads_the_files_in_both_passes_or_in_neither(
+    spark, tmp_path, caplog, mismatched
+):
+    """The key pass and the route pass number the records alike: both read the files, or (a
+    file of another type) both go through Spark. A key moves partition under the global index."""
+    path = str(tmp_path / "t")
+    options = {"hoodie.index.type": "GLOBAL_BLOOM"}
+    stored = [(i, ["sf", "la"][i % 2], 1, "old") for i in range(20)]
+    _create(path, "MERGE_ON_READ").bulk_insert(_rows(stored))
+    model = {r[0]: r for r in stored}
+    source = tmp_path / "in"
+    source.mkdir()
+    first = [(3, "ny", 2, "moved"), (100, "la", 2, "new"), (100, "la", 3, "newer")]
+    second = [(4, "sf", 2, "upd"), (101, "sf", 2, "new")]
+    # A column the key pass does not read: it checks it all the same.
+    pq.write_table(_rows(first).append_column("n", pa.array([1, 2, 3], pa.int64())), source / "a.parquet")
+    n_type = pa.uint32() if mismatched else pa.int64()
+    pq.write_table(_rows(second).append_column("n", pa.array([4, 5], n_type)), source / "b.parquet")
+    for r in first + second:
+        if r[0] not in model or model[r[0]][2] <= r[2]:
+            model[r[0]] = r
+
+    df = spark.read.schema("id long, city string, ts long, v string, n long").parquet(str(source))
+    with caplog.at_level(logging.INFO, logger="shoal"):
+        spark_write(df, path, "upsert", options)
+    assert (THROUGH_SPARK in caplog.text) == mismatched
+    expected = _expected(model)
+    assert rows_by(shoal.Table(path).read(), COLUMNS, ["id"]) == expected
+    assert rows_by(hudi_rs_read(path), COLUMNS, ["id"]) == expected

@@ -126,6 +126,19 @@ def key_task(
     yield pa.RecordBatch.from_pydict({"file": [path], "rows": pa.array([rows], pa.int64())})
 
 
+def key_mismatch_row(task: int, reason: str) -> pa.RecordBatch:
+    """The key pass's row (``KEY_FILES_SCHEMA``) for a task over the input's files that met a
+    file pyarrow would not read as Spark does (``shoal.spark.file_input.file_task``): ``rows``
+    -1, ``file`` the reason."""
+    return pa.RecordBatch.from_pydict({"file": [reason], "rows": pa.array([-1], pa.int64())})
+
+
+def key_input_mismatch(files: pa.Table) -> str | None:
+    """The first mismatch a key pass over the input's files met, or None."""
+    mismatched = files.filter(pc.equal(files.column("rows"), -1))
+    return None if mismatched.num_rows == 0 else str(mismatched.column("file")[0])
+
+
 def read_keys(storage: Storage, files: pa.Table, schema: pa.Schema) -> pa.Table:
     """The rows of the key files the key pass's successful attempts name in ``files``.
 

@@ -19,7 +19,7 @@ pass sends every record to its key's destinations, whose route values are bucket
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,6 @@ from shoal.fs.view import PartitionSlices
 from shoal.index.bloom import BloomIndex
 from shoal.index.bucket import bucket_ids, bucket_of_file
 from shoal.spark.counting import TagContext, task_index
-from shoal.spark.file_input import FileInput, InputMismatch
 from shoal.spark.global_keys import GlobalRoutePlan
 from shoal.spark.keying import KeySpec, chunked, logs_deletes, task_keygen
 from shoal.spark.keys import insert_slots, key_hash, slot_positions
@@ -165,30 +164,20 @@ def route_task(
         yield routes.count_rows(path, partition)
 
 
-def file_route_task(
-    files: FileInput,
-    task: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
-    ids: Iterator[pa.RecordBatch],
-) -> Iterator[pa.RecordBatch]:
-    """The route pass over one task's range of the input's files (``shoal.spark.file_input``):
-    ``task`` (a :func:`route_task`) over the records the task reads itself. A file pyarrow would
-    not read as Spark does gives one mismatch row instead (``route`` null, ``file`` the reason):
-    the driver then runs the pass through Spark."""
-    for batch in ids:
-        for index in batch.column(0).to_pylist():
-            try:
-                yield from task(files.batches(index))
-            except InputMismatch as exc:
-                names = [f.name for f in _PASS_ARROW]
-                columns = [pa.nulls(1, f.type) for f in _PASS_ARROW]
-                columns[names.index("part")] = pa.array([index], pa.int32())
-                columns[names.index("file")] = pa.array([str(exc)], pa.string())
-                yield pa.RecordBatch.from_arrays(columns, schema=_PASS_ARROW)
+def pass_mismatch_row(task: int, reason: str) -> pa.RecordBatch:
+    """The route pass's row for a task over the input's files that met a file pyarrow would
+    not read as Spark does (``shoal.spark.file_input.file_task``): ``route`` null, ``file`` the
+    reason."""
+    names = [f.name for f in _PASS_ARROW]
+    columns = [pa.nulls(1, f.type) for f in _PASS_ARROW]
+    columns[names.index("part")] = pa.array([task], pa.int32())
+    columns[names.index("file")] = pa.array([reason], pa.string())
+    return pa.RecordBatch.from_arrays(columns, schema=_PASS_ARROW)
 
 
 def input_mismatch(rows: pa.Table) -> str | None:
-    """The first mismatch a route pass over the input's files met (see :func:`file_route_task`),
-    or None."""
+    """The first mismatch a route pass over the input's files met (see
+    :func:`pass_mismatch_row`), or None."""
     mismatched = rows.filter(pc.is_null(rows.column("route")))
     return None if mismatched.num_rows == 0 else str(mismatched.column("file")[0])
 

@@ -69,7 +69,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,17 +80,19 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from shoal.config import write_config as wc
-from shoal.errors import CommitConflictError, InvalidArgumentError
+from shoal.errors import CommitConflictError, CorruptDataError, InvalidArgumentError
 from shoal.fs.view import FileSystemView, LatestSlices
 from shoal.index.bucket import BucketIndex
 from shoal.keygen import keygen_properties
 from shoal.read.settle import check_plan_fresh, plan_again_or_raise
 from shoal.spark.counting import BucketCounts, Profile, TagContext
 from shoal.spark.executor import SparkExecutor, spark_job
-from shoal.spark.file_input import FileInput
+from shoal.spark.file_input import FileInput, file_task
 from shoal.spark.frames import arrow_batches, evaluated_once, plain, quoted, sample_records
 from shoal.spark.global_keys import (
     KEY_FILES_SCHEMA,
+    key_input_mismatch,
+    key_mismatch_row,
     key_pass_schema,
     key_task,
     keys_dir,
@@ -104,10 +106,10 @@ from shoal.spark.packing import PACKED_DIR_NAME, Run, planned_runs, runs_by_task
 from shoal.spark.routing import (
     PASS_SCHEMA,
     RecordKeying,
-    file_route_task,
     input_mismatch,
     laid_out_runs,
     pass_counts,
+    pass_mismatch_row,
     route_task,
 )
 from shoal.spark.scratch import scratch_dir
@@ -148,6 +150,9 @@ from shoal.write.writer import (
 )
 
 log = logging.getLogger(__name__)
+
+# Whether the passes read the input's files is decided once per write.
+_UNDECIDED = object()
 
 # Columns the local writer adds to records (not part of the table's data schema).
 _INTERNAL = (RECORD_KEY, PARTITION_PATH, OP_COLUMN)
@@ -286,6 +291,8 @@ class SparkWrite:
         self._compacted = False
         # A global index write's input as its passes read it (``evaluated_once``).
         self._evaluated: DataFrame | None = None
+        # The input's files when the passes read them (``_file_input``).
+        self._files: FileInput | object | None = _UNDECIDED
 
     def run(self, df: DataFrame) -> WriteResult:
         """Writes ``df``. Planning runs again when a concurrent clean, archival, rollback or
@@ -429,12 +436,20 @@ class SparkWrite:
         storage = self.table.storage
         directory = keys_dir(storage)
         storage.makedirs(directory)
+        task = functools.partial(key_task, spec, schema, directory)
+        job = f"shoal {self.operation.value.lower()}: keys"
         try:
-            with (
-                arrow_batches(self.spark, keys.schema),
-                spark_job(self.spark.sparkContext, f"shoal {self.operation.value.lower()}: keys"),
-            ):
-                task = functools.partial(key_task, spec, schema, directory)
+            inputs = self._file_input(source)
+            if inputs is not None:
+                with spark_job(self.spark.sparkContext, f"{job} ({inputs.files} files)"):
+                    files = self._over_files(inputs, spec.columns, task, key_mismatch_row, KEY_FILES_SCHEMA)
+                mismatch = key_input_mismatch(files)
+                if mismatch is None:
+                    return read_keys(storage, files, schema)
+                self._through_spark(mismatch)
+                storage.delete_dir(directory)
+                storage.makedirs(directory)
+            with arrow_batches(self.spark, keys.schema), spark_job(self.spark.sparkContext, job):
                 files = keys.mapInArrow(task, KEY_FILES_SCHEMA).toArrow()
             return read_keys(storage, files, schema)
         finally:
@@ -474,28 +489,48 @@ class SparkWrite:
         _, _, ordered = self._ordering()
         task = functools.partial(route_task, spec, keying, broadcast, ordered, directory, held=held)
         job = f"shoal {self.operation.value.lower()}: route"
-        # A global index's key pass numbered the records in Spark's order: the route pass must too.
-        files = None
-        if not write_config.get(wc.SPARK_DIRECT_PARQUET_INPUT):
-            log.info("the route pass reads the input through Spark: %s=false", wc.SPARK_DIRECT_PARQUET_INPUT)
-        elif not spec.global_keys:
-            files = FileInput.of(source)
+        files = self._file_input(source)
         if files is not None:
             with spark_job(self.spark.sparkContext, f"{job} ({files.files} files)"):
-                n = len(files.tasks)
-                rows = (
-                    self.spark.range(0, n, 1, n)
-                    .mapInArrow(functools.partial(file_route_task, files, task), PASS_SCHEMA)
-                    .toArrow()
-                )
+                rows = self._over_files(files, None, task, pass_mismatch_row, PASS_SCHEMA)
             mismatch = input_mismatch(rows)
             if mismatch is None:
                 return rows
-            log.info("the route pass reads the input through Spark: %s", mismatch)
+            if spec.global_keys:
+                # The key pass read every file, checked for every column: one changed since.
+                raise CorruptDataError(f"the input changed between the write's passes: {mismatch}")
+            self._through_spark(mismatch)
             self.table.storage.delete_dir(directory)
             self.table.storage.makedirs(directory)
         with arrow_batches(self.spark, source.schema), spark_job(self.spark.sparkContext, job):
             return source.mapInArrow(task, PASS_SCHEMA).toArrow()
+
+    def _file_input(self, source: DataFrame) -> FileInput | None:
+        """The input's files, when the passes read them themselves (``shoal.spark.file_input``):
+        decided once per write, so that a global index write's two passes read the input alike."""
+        if self._files is _UNDECIDED:
+            if not self.table.write_config.get(wc.SPARK_DIRECT_PARQUET_INPUT):
+                self._through_spark(f"{wc.SPARK_DIRECT_PARQUET_INPUT}=false")
+            else:
+                self._files = FileInput.of(source)
+        return self._files if isinstance(self._files, FileInput) else None
+
+    def _through_spark(self, reason: str) -> None:
+        log.info("the write reads its input through Spark: %s", reason)
+        self._files = None
+
+    def _over_files(
+        self,
+        files: FileInput,
+        columns: Sequence[str] | None,
+        task: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+        mismatch_row: Callable[[int, str], pa.RecordBatch],
+        schema: str,
+    ) -> pa.Table:
+        """A pass over the input's files: one Spark task per packed range of them."""
+        n = len(files.tasks)
+        runner = functools.partial(file_task, files, columns, task, mismatch_row)
+        return self.spark.range(0, n, 1, n).mapInArrow(runner, schema).toArrow()
 
     def _ordering(self) -> tuple[bool, bool, bool]:
         """Whether the write deduplicates, whether a bulk insert sorts by key, and whether the
