@@ -6,6 +6,7 @@ Paths given to :class:`Storage` methods are relative to the table's base path an
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -109,6 +110,26 @@ class Storage:
     def delete_dir(self, rel: str) -> None:
         if self.exists(rel):
             self.fs.delete_dir(self.full_path(rel))
+
+    def remove_empty_dir(self, rel: str) -> bool:
+        """Removes the directory ``rel`` if it is empty; returns whether it is gone. Never
+        removes what it holds: a file written meanwhile keeps it."""
+        full = self.full_path(rel)
+        if self.is_local:
+            try:
+                os.rmdir(full)
+            except FileNotFoundError:
+                return True
+            except OSError:
+                return False
+            return True
+        # Object stores have no directories, only keys: an empty prefix is gone already, but
+        # for a marker object some stores keep.
+        if self.fs.get_file_info(pafs.FileSelector(full, allow_not_found=True)):
+            return False
+        with contextlib.suppress(OSError):
+            self.fs.delete_dir(full)
+        return True
 
     def makedirs(self, rel: str) -> None:
         if rel:

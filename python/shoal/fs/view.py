@@ -118,6 +118,9 @@ class FileSystemView:
         self.storage = storage
         self.timeline = timeline
         self.as_of = as_of
+        # The partitions the view was asked for (None: all), listed or not: one a clean deleted
+        # is asked for but not found.
+        self.requested_partitions = None if partitions is None else frozenset(partitions)
         self.table_version = timeline.config.table_version
         completed = timeline.completed_data_instants()
         if as_of is not None:

@@ -19,6 +19,13 @@ Never removed: the latest slice of a file group, a slice a pending compaction re
 group replaced by a replace commit older than ECTR goes whole (savepointed slices excepted).
 Files of pending writes are not in any committed slice and are left to rollback.
 
+**Emptied partitions** (Hudi's ``partitionsToBeDeleted``): a partition whose every file group a
+replace commit replaced (``delete_partition``, an overwrite that left it nothing) loses its
+directory once this clean deletes the last of its data files: no live file group, no file of a
+pending write, savepoint or pending compaction, nothing else in it. Readers that list
+directories (hudi-rs, Hudi without the metadata table) then stop listing it. The clean checks
+again before deleting the directory: a file that appeared since the plan keeps it.
+
 **Instants.** ``T.clean.requested`` holds the plan (Avro ``HoodieCleanerPlan`` version 2: full
 paths per partition), ``T.clean.inflight`` the same bytes, ``T.clean`` the Avro
 ``HoodieCleanMetadata`` version 2 (per partition the names planned, deleted and not deleted,
@@ -63,7 +70,7 @@ from shoal.config.write_config import (
 from shoal.errors import CleanedInstantError, CommitConflictError, InstantNotFoundError
 from shoal.executor.base import Executor
 from shoal.executor.local import LocalExecutor
-from shoal.fs.naming import parse_base_file_name, parse_log_file_name
+from shoal.fs.naming import PARTITION_METADATA_FILE, parse_base_file_name, parse_log_file_name
 from shoal.fs.storage import Storage
 from shoal.fs.view import FileGroup, FileSlice, FileSystemView
 from shoal.schemas import load_schema
@@ -107,6 +114,8 @@ class CleanPlan:
     last_completed_commit: str
     files_by_partition: Mapping[str, list[str]]
     savepoints: tuple[str, ...]
+    # Partitions whose directory goes once their files are deleted (see the module's text).
+    partitions_to_delete: tuple[str, ...] = ()
 
     def to_avro(self, storage: Storage) -> dict:
         ectr = self.earliest_commit_to_retain
@@ -122,7 +131,7 @@ class CleanPlan:
                 p: [{"filePath": storage.full_path(f), "isBootstrapBaseFile": False} for f in files]
                 for p, files in sorted(self.files_by_partition.items())
             },
-            "partitionsToBeDeleted": [],
+            "partitionsToBeDeleted": list(self.partitions_to_delete),
             "extraMetadata": {SAVEPOINTED_TIMESTAMPS: ",".join(self.savepoints)} if self.savepoints else {},
         }
 
@@ -209,14 +218,20 @@ def plan_clean(storage: Storage, timeline: Timeline, wc: WriteConfig, now: _dt.d
         for sl in doomed:
             files[fg.partition_path].extend(_slice_paths(sl))
     replaced_before = None if ectr is None else ectr.requested_time
-    for partition, paths in _replaced_files(
+    live = {fg.partition_path for fg in view.all_file_groups()}
+    emptied = []
+    for partition, paths, whole in _replaced_files(
         storage, timeline, view.partition_paths, replaced_before, pinned, compacting
     ):
         files[partition].extend(paths)
+        if whole and partition and partition not in live:
+            emptied.append(partition)
     if not files:
         return None
     last = timeline.last_completed_data_instant()
-    return CleanPlan(policy, ectr, last.requested_time if last else "", dict(files), savepoints)
+    return CleanPlan(
+        policy, ectr, last.requested_time if last else "", dict(files), savepoints, tuple(sorted(emptied))
+    )
 
 
 def slices_to_clean_by_commits(
@@ -296,9 +311,10 @@ def _replaced_files(
     before: str | None,
     pinned: set[str],
     compacting: Mapping[GroupId, str],
-) -> list[tuple[str, list[str]]]:
-    """The files of replaced file groups, slice by slice, savepointed slices and those a pending
-    compaction needs excepted: a compaction planned before the replace still reads its slice."""
+) -> list[tuple[str, list[str], bool]]:
+    """Per partition, the files of replaced file groups, slice by slice, savepointed slices and
+    those a pending compaction needs excepted (a compaction planned before the replace still
+    reads its slice), and whether they are all the partition holds but its partition metadata."""
     replaced = _replaced_groups(timeline, before)
     if not replaced:
         return []
@@ -307,7 +323,8 @@ def _replaced_files(
         if not any(p == partition for p, _ in replaced):
             continue
         slices: dict[tuple[str, str], list[str]] = defaultdict(list)
-        for f in storage.list_files(partition):
+        listed = storage.list_files(partition)
+        for f in listed:
             parsed = parse_base_file_name(f.name) or parse_log_file_name(f.name)
             if parsed is None or (partition, parsed.file_id) not in replaced:
                 continue
@@ -321,7 +338,8 @@ def _replaced_files(
             for name in sorted(names)
         ]
         if paths:
-            out.append((partition, paths))
+            kept = {f.name for f in listed if not f.name.startswith(PARTITION_METADATA_FILE)}
+            out.append((partition, paths, kept <= {_name(p) for p in paths}))
     return out
 
 
@@ -439,6 +457,19 @@ def run_clean(
                 "failedDeleteFiles": failed,
                 "isPartitionDeleted": False,
             }
+        for partition in plan.get("partitionsToBeDeleted") or []:
+            if partition and delete_emptied_partition(storage, partition):
+                entry = partition_metadata.setdefault(
+                    partition,
+                    {
+                        "partitionPath": partition,
+                        "policy": plan.get("policy") or "",
+                        "deletePathPatterns": [],
+                        "successDeleteFiles": [],
+                        "failedDeleteFiles": [],
+                    },
+                )
+                entry["isPartitionDeleted"] = True
         metadata = {
             "startCleanTime": instant_time,
             "timeTakenInMillis": int((time.monotonic() - started) * 1000),
@@ -474,6 +505,20 @@ def run_clean_task(spec: CleanTaskSpec, storage: Storage | None = None) -> tuple
         except FileNotFoundError:
             failed.append(_name(path))
     return deleted, failed
+
+
+def delete_emptied_partition(storage: Storage, partition: str) -> bool:
+    """Deletes ``partition``'s directory when it holds nothing but its partition metadata, and
+    then its parent directories that are left empty; returns whether it did."""
+    listed = storage.list_files(partition, recursive=True) if storage.is_dir(partition) else []
+    if any(not f.name.startswith(PARTITION_METADATA_FILE) for f in listed):
+        return False
+    for f in listed:
+        storage.delete(f.path, missing_ok=True)
+    directory = partition
+    while directory and storage.remove_empty_dir(directory):
+        directory = directory.rsplit("/", 1)[0] if "/" in directory else ""
+    return True
 
 
 def run_pending_cleans(storage: Storage, config: TableConfig, executor: Executor | None = None) -> list[str]:
@@ -628,10 +673,12 @@ def ensure_retained(timeline: Timeline, view: FileSystemView, as_of: str) -> Non
         return
     replaced = {g for g, t in _replaced_groups(timeline, None).items() if t <= as_of}
     archived_replaced: set[GroupId] | None = None
-    listed = set(view.partition_paths)
+    # Partitions the view covers: all, or those asked for, even when a clean deleted one (its
+    # groups then have no slice left, as if retired, and are checked all the same).
+    asked = view.requested_partitions
     for group, bases in sorted(removed.items()):
         older = [b for b in bases if b <= as_of]
-        if not older or group in replaced or group[0] not in listed:
+        if not older or group in replaced or (asked is not None and group[0] not in asked):
             continue
         fg = view.file_groups.get(group)
         # A pending clean's slices are still listed, and about to go.
