@@ -235,3 +235,25 @@ def test_a_global_index_write_reads_the_files_in_both_passes_or_in_neither(
     expected = _expected(model)
     assert rows_by(shoal.Table(path).read(), COLUMNS, ["id"]) == expected
     assert rows_by(hudi_rs_read(path), COLUMNS, ["id"]) == expected
+
+
+def test_paths_spark_percent_encodes_are_read(spark, tmp_path, caplog):
+    """Spark names the files by percent-encoded URIs: a space, ``%`` or ``#`` in a path."""
+    source = tmp_path / "in put%20" / "a#b"
+    source.mkdir(parents=True)
+    pq.write_table(_rows([(1, "sf", 1, "x"), (2, "la", 1, "y")]), source / "part 1%.parquet")
+    path = str(tmp_path / "t")
+    with caplog.at_level(logging.INFO, logger="shoal"):
+        spark_write(
+            spark.read.parquet(str(source)),
+            path,
+            "upsert",
+            table_name="t",
+            record_key="id",
+            partition_by="city",
+            ordering_field="ts",
+        )
+    assert THROUGH_SPARK not in caplog.text
+    expected = [{"id": 1, "city": "sf", "ts": 1, "v": "x"}, {"id": 2, "city": "la", "ts": 1, "v": "y"}]
+    assert rows_by(shoal.Table(path).read(), COLUMNS, ["id"]) == expected
+    assert rows_by(hudi_rs_read(path), COLUMNS, ["id"]) == expected

@@ -34,6 +34,7 @@ import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -214,37 +215,31 @@ def _located(df: DataFrame) -> tuple[pafs.FileSystem, dict[str, int]] | str:
     uris = sorted(df.inputFiles())
     if not uris:
         return "it has no files"
+    # Spark gives URIs, percent-encoded; pyarrow's file systems take decoded paths.
+    first = urlsplit(uris[0])
     try:
-        filesystem, first = _filesystem(uris[0])
+        if first.scheme == "file":
+            filesystem, root = pafs.LocalFileSystem(), ""
+        else:
+            filesystem, path = pafs.FileSystem.from_uri(uris[0])
+            # What pyarrow puts before the URI's path (an S3 or GCS bucket).
+            decoded = unquote(first.path)
+            if not path.endswith(decoded.rstrip("/")):
+                return f"pyarrow names {uris[0]} {path}"
+            root = path[: len(path) - len(decoded.rstrip("/"))]
     except (pa.ArrowInvalid, ValueError, OSError) as exc:
         return f"pyarrow cannot open {uris[0]}: {exc}"
-    prefix = uris[0][: len(uris[0]) - len(first)] if not uris[0].startswith("file:") else None
     paths = []
     for uri in uris:
-        if prefix is None:
-            if not uri.startswith("file:"):
-                return f"its files are on several file systems ({uri})"
-            paths.append(_local_path(uri))
-        elif uri.startswith(prefix):
-            paths.append(uri[len(prefix) :])
-        else:
+        parts = urlsplit(uri)
+        if (parts.scheme, parts.netloc) != (first.scheme, first.netloc):
             return f"its files are on several file systems ({uri})"
+        paths.append(root + unquote(parts.path))
     infos = filesystem.get_file_info(paths)
     missing = [i.path for i in infos if i.type != pafs.FileType.File]
     if missing:
         return f"a file is missing: {missing[0]}"
     return filesystem, {i.path: int(i.size or 0) for i in infos}
-
-
-def _filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    if uri.startswith("file:"):
-        return pafs.LocalFileSystem(), _local_path(uri)
-    return pafs.FileSystem.from_uri(uri)
-
-
-def _local_path(uri: str) -> str:
-    """``file:/a``, ``file:///a``: ``/a`` (Hadoop's paths are not percent-encoded)."""
-    return "/" + uri[len("file:") :].lstrip("/")
 
 
 def _spark_schema(df: DataFrame) -> pa.Schema | str:
