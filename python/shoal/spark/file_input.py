@@ -16,7 +16,8 @@ with (Spark's own scan orders files by size).
 
 A scan qualifies only when pyarrow reads its records as Spark would:
 
-- no partition columns from directory names, no filter, no renamed or computed column;
+- no partition columns from directory names, no filter, no renamed or computed column, no
+  file two of its paths name (Spark reads it twice);
 - no read option other than listing ones (``pathGlobFilter``, ``recursiveFileLookup``, ...) and
   ``mergeSchema``, and no session setting that changes what the reader returns (ignoring corrupt
   or missing files, legacy date rebasing, field ids);
@@ -193,6 +194,11 @@ def _disqualified(df: DataFrame) -> str | None:
         return f"its files are not parquet ({_name(relation.fileFormat())})"
     if relation.partitionSchema().length() > 0:
         return "it has partition columns from directory names"
+    # Spark reads a file its paths name twice (one path given twice, a directory and a file in
+    # it) twice, where ``inputFiles`` names it once.
+    listed = relation.location().allFiles()
+    if listed.distinct().size() != listed.size():
+        return "its paths name a file more than once"
     keys = relation.options().keySet().toSeq()
     options = sorted(str(keys.apply(i)).lower() for i in range(keys.size()))
     changing = [o for o in options if o not in _LISTING_OPTIONS]
