@@ -257,3 +257,21 @@ def test_paths_spark_percent_encodes_are_read(spark, tmp_path, caplog):
     expected = [{"id": 1, "city": "sf", "ts": 1, "v": "x"}, {"id": 2, "city": "la", "ts": 1, "v": "y"}]
     assert rows_by(shoal.Table(path).read(), COLUMNS, ["id"]) == expected
     assert rows_by(hudi_rs_read(path), COLUMNS, ["id"]) == expected
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_a_delete_read_from_files(spark, tmp_path, caplog, table_type):
+    path = str(tmp_path / "t")
+    stored = [(i, ["sf", "la"][i % 2], 1, "old") for i in range(12)]
+    _create(path, table_type).bulk_insert(_rows(stored))
+    source = tmp_path / "in"
+    source.mkdir()
+    # Keys of two partitions, and one the table does not hold.
+    pq.write_table(_rows([(2, "sf", 2, "x"), (5, "la", 2, "x")]), source / "a.parquet")
+    pq.write_table(_rows([(8, "sf", 2, "x"), (99, "la", 2, "x")]), source / "b.parquet")
+    with caplog.at_level(logging.INFO, logger="shoal"):
+        spark_write(spark.read.parquet(str(source)), path, "delete")
+    assert THROUGH_SPARK not in caplog.text
+    expected = _expected({r[0]: r for r in stored if r[0] not in (2, 5, 8)})
+    assert rows_by(shoal.Table(path).read(), COLUMNS, ["id"]) == expected
+    assert rows_by(hudi_rs_read(path), COLUMNS, ["id"]) == expected
