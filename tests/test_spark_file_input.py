@@ -275,3 +275,10 @@ def test_a_delete_read_from_files(spark, tmp_path, caplog, table_type):
     expected = _expected({r[0]: r for r in stored if r[0] not in (2, 5, 8)})
     assert rows_by(shoal.Table(path).read(), COLUMNS, ["id"]) == expected
     assert rows_by(hudi_rs_read(path), COLUMNS, ["id"]) == expected
+
+
+def test_a_plan_that_cannot_be_inspected_goes_through_spark(caplog):
+    """No JVM plan to inspect (as with Spark Connect): the write reads through Spark."""
+    with caplog.at_level(logging.INFO, logger="shoal"):
+        assert FileInput.of(object()) is None  # type: ignore[arg-type]
+    assert "its plan cannot be inspected" in caplog.text

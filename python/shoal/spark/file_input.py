@@ -40,6 +40,7 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from py4j.protocol import Py4JError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -107,7 +108,12 @@ class FileInput:
     def of(cls, df: DataFrame) -> FileInput | None:
         """The files of ``df`` when it is a plain parquet scan the route tasks can read (see the
         module's text), else None."""
-        reason = _disqualified(df)
+        try:
+            reason = _disqualified(df)
+        except (AttributeError, Py4JError) as exc:
+            # A plan of another shape than this module knows (another Spark version, Spark
+            # Connect): Spark reads it.
+            reason = f"its plan cannot be inspected: {exc}"
         if reason is None:
             located = _located(df)
             if isinstance(located, str):
