@@ -10,6 +10,7 @@ leaves the table as it was. The cleaner and the archiver keep few commits, so bo
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -17,6 +18,7 @@ import pytest
 import shoal
 from shoal.errors import CleanedInstantError, ShoalError, UnsupportedError
 from shoal.fs.view import FileSystemView
+from shoal.services.clean import clean_metadata
 from shoal.timeline.timeline import Timeline
 from tests.hudi_oracle import hudi_rs_read, rows_by
 from tests.table_files import SMALL_FILES, data_files
@@ -306,6 +308,49 @@ class BeyondSavepointRun(Run):
             self.effects["refused_restore"] = self.effects.get("refused_restore", 0) + 1
 
 
+class RetiringRun(Run):
+    """The same sequences where a deleted partition is not written again (until a restore or a
+    rollback brings its records back): the cleaner deletes emptied partitions' directories, and
+    time travel, restores and rollbacks meet tables without them."""
+
+    def __init__(self, tmp_path, seed: int, table_type: str) -> None:
+        self.open_cities = list(CITIES)
+        super().__init__(tmp_path, seed, table_type)
+
+    def fresh(self, n: int) -> list[dict]:
+        rows = []
+        for _ in range(n):
+            city = self.rng.choice(self.open_cities)
+            self.city_of[self.next_key] = city
+            self.clock += 1
+            rows.append(_row(self.rng, self.next_key, city, self.clock))
+            self.next_key += 1
+        return rows
+
+    def insert_overwrite(self) -> None:
+        self.upsert()
+
+    def delete_partition(self) -> None:
+        held = sorted({city for city, _ in self.model.rows} & set(self.open_cities))
+        if len(self.open_cities) < 2 or not held:
+            return
+        gone = self.rng.choice(held)
+        self.table.delete_partitions([gone])
+        self.open_cities.remove(gone)
+        self.effects["replace"] += 1
+        self.model.rows = {k: r for k, r in self.model.rows.items() if k[0] != gone}
+        self.record()
+
+    def clean(self) -> None:
+        for instant in self.table.clean():
+            self.effects["clean"] += 1
+            metadata = clean_metadata(self.timeline(), instant)
+            deleted = [p for p, m in metadata["partitionMetadata"].items() if m["isPartitionDeleted"]]
+            for partition in deleted:
+                assert not (Path(self.path) / partition).exists(), partition
+            self.effects["partitions_deleted"] = self.effects.get("partitions_deleted", 0) + len(deleted)
+
+
 class _EveryFileGroup(FileSystemView):
     def _replaced_file_ids(self, completed: list) -> set[tuple[str, str]]:
         return set()
@@ -348,6 +393,11 @@ COW, MOR = "COPY_ON_WRITE", "MERGE_ON_READ"
         # Seed 827 archives a commit between two savepoints, and its restores are refused.
         (BeyondSavepointRun, 827, COW),
         (BeyondSavepointRun, 803, MOR),
+        # Seeds under which the cleaner also deletes emptied partitions.
+        (RetiringRun, 3, COW),
+        (RetiringRun, 9, COW),
+        (RetiringRun, 30, MOR),
+        (RetiringRun, 32, MOR),
     ],
 )
 def test_writes_and_services_against_the_model(tmp_path, run_class, seed, table_type):
@@ -364,3 +414,4 @@ def test_writes_and_services_against_the_model(tmp_path, run_class, seed, table_
     assert all(run.effects[e] > 0 for e in ("clean", "rollback", "replace")), run.effects
     assert run.effects["restore"] + run.effects.get("refused_restore", 0) > 0, run.effects
     assert run.effects["compact"] > 0 or table_type == "COPY_ON_WRITE"
+    assert run.effects.get("partitions_deleted", 0) > 0 or run_class is not RetiringRun
