@@ -58,6 +58,12 @@ def test_plain_parquet_scans_qualify_and_other_plans_do_not(spark, tmp_path):
     hive = tmp_path / "hive" / "city=sf"
     hive.mkdir(parents=True)
     pq.write_table(_rows([(1, "sf", 1, "a")]).drop(["city"]), hive / "a.parquet")
+    partitioned = FileInput.of(spark.read.parquet(str(tmp_path / "hive")))
+    assert partitioned is not None and partitioned.partition_columns == ("city",)
+    assert list(partitioned.partition_values.values()) == [("sf",)]
+    floats = tmp_path / "floats" / "x=1.5"
+    floats.mkdir(parents=True)
+    pq.write_table(_rows([(1, "sf", 1, "a")]), floats / "a.parquet")
     json_file = tmp_path / "a.json"
     json_file.write_text('{"id": 1}\n')
     not_plain = {
@@ -65,7 +71,7 @@ def test_plain_parquet_scans_qualify_and_other_plans_do_not(spark, tmp_path):
         "computed": df.withColumn("v", F.upper("v")),
         "renamed": df.withColumnRenamed("v", "w"),
         "local data": spark.createDataFrame(_rows([(1, "sf", 1, "a")])),
-        "partition columns": spark.read.parquet(str(tmp_path / "hive")),
+        "a partition column of doubles": spark.read.parquet(str(tmp_path / "floats")),
         "range": spark.range(3),
         "json": spark.read.json(str(json_file)),
         "reader option": spark.read.option("ignoreCorruptFiles", "true").parquet(str(source)),
@@ -282,3 +288,41 @@ def test_a_plan_that_cannot_be_inspected_goes_through_spark(caplog):
     with caplog.at_level(logging.INFO, logger="shoal"):
         assert FileInput.of(object()) is None  # type: ignore[arg-type]
     assert "its plan cannot be inspected" in caplog.text
+
+
+def test_partition_columns_from_directory_names(spark, tmp_path, caplog):
+    """``day=2024-01-01/n=1/``: the values Spark parses from the directory names (a date, an
+    integer, a null for Hive's default partition) are the columns' values, in the DataFrame's
+    column order; a string partition column is the table's partition field."""
+    source = tmp_path / "in"
+    layout = [("2024-01-01", "1", "sf"), ("2024-01-02", "1", "la"), ("__HIVE_DEFAULT_PARTITION__", "3", "sf")]
+    for i, (day, n, city) in enumerate(layout):
+        directory = source / f"day={day}" / f"n={n}" / f"city={city}"
+        directory.mkdir(parents=True)
+        pq.write_table(pa.table({"id": [i, i + 10], "ts": [1, 1], "v": ["a", "b"]}), directory / "f.parquet")
+    df = spark.read.parquet(str(source))
+    assert df.columns == ["id", "ts", "v", "day", "n", "city"]
+    direct, through = str(tmp_path / "direct"), str(tmp_path / "through")
+    create = {"table_name": "t", "record_key": "id", "partition_by": "city", "ordering_field": "ts"}
+    with caplog.at_level(logging.INFO, logger="shoal"):
+        spark_write(df, direct, "upsert", **create)
+        assert THROUGH_SPARK not in caplog.text
+        spark_write(df, through, "upsert", {"shoal.spark.write.direct.parquet.input": "false"}, **create)
+    columns = ["id", "ts", "v", "day", "n", "city"]
+    expected = sorted(
+        (i + k * 10, 1, "ab"[k], day, int(n), city) for i, (day, n, city) in enumerate(layout) for k in (0, 1)
+    )
+    for read in (shoal.Table(direct).read(), shoal.Table(through).read(), hudi_rs_read(direct)):
+        got = sorted(
+            (r["id"], r["ts"], r["v"], None if r["day"] is None else r["day"].isoformat(), r["n"], r["city"])
+            for r in read.select(columns).to_pylist()
+        )
+        assert got == [
+            (i, ts, v, None if day == "__HIVE_DEFAULT_PARTITION__" else day, n, city)
+            for i, ts, v, day, n, city in expected
+        ]
+    # Only the partition columns: the key pass of a global index write reads no stored column.
+    files = FileInput.of(df.select("day", "n"))
+    assert files is not None
+    only = pa.Table.from_batches([b for t in range(len(files.tasks)) for b in files.batches(t)])
+    assert only.num_rows == 6 and only.column_names == ["day", "n"]

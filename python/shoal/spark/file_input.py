@@ -16,8 +16,11 @@ with (Spark's own scan orders files by size).
 
 A scan qualifies only when pyarrow reads its records as Spark would:
 
-- no partition columns from directory names, no filter, no renamed or computed column, no
-  file two of its paths name (Spark reads it twice);
+- no filter, no renamed or computed column, no file two of its paths name (Spark reads it
+  twice);
+- partition columns from directory names (``day=2024-01-01/``) only of string, integer, date or
+  boolean types: their values are the ones Spark parsed, taken from its listing, as constant
+  columns of each file's records;
 - no read option other than listing ones (``pathGlobFilter``, ``recursiveFileLookup``, ...) and
   ``mergeSchema``, and no session setting that changes what the reader returns (ignoring corrupt
   or missing files, legacy date rebasing, field ids);
@@ -33,8 +36,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
@@ -103,32 +107,38 @@ class FileInput:
     schema: pa.Schema
     tasks: tuple[tuple[FileRange, ...], ...]
     files: int
+    # Columns of the input whose values come from directory names (``day=2024-01-01``), and
+    # each file's values of them (by path).
+    partition_columns: tuple[str, ...] = ()
+    partition_values: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, df: DataFrame) -> FileInput | None:
         """The files of ``df`` when it is a plain parquet scan the route tasks can read (see the
         module's text), else None."""
         try:
-            reason = _disqualified(df)
+            scan = _scanned(df)
         except (AttributeError, Py4JError) as exc:
             # A plan of another shape than this module knows (another Spark version, Spark
             # Connect): Spark reads it.
-            reason = f"its plan cannot be inspected: {exc}"
-        if reason is None:
-            located = _located(df)
-            if isinstance(located, str):
-                reason = located
+            scan = f"its plan cannot be inspected: {exc}"
+        reason = scan if isinstance(scan, str) else None
+        if isinstance(scan, _Scan):
+            uris = sorted(df.inputFiles())
+            located = _located(uris)
+            schema = _spark_schema(df)
+            if isinstance(located, str) or isinstance(schema, str):
+                reason = located if isinstance(located, str) else str(schema)
+            elif any(uri not in scan.values for uri in uris) and scan.columns:
+                reason = "Spark gives no partition values for some of its files"
             else:
-                filesystem, sizes = located
-                schema = _spark_schema(df)
-                reason = (
-                    _schema_mismatch(filesystem, next(iter(sizes)), schema)
-                    if isinstance(schema, pa.Schema)
-                    else schema
-                )
+                filesystem, paths, sizes = located
+                data = _data_schema(schema, scan.columns)
+                reason = _schema_mismatch(filesystem, paths[0], data)
                 if reason is None:
+                    values = {p: scan.values[u] for u, p in zip(uris, paths, strict=True) if scan.columns}
                     tasks = _packed(sizes, df.sparkSession)
-                    return cls(filesystem, schema, tasks, len(sizes))
+                    return cls(filesystem, schema, tasks, len(sizes), scan.columns, values)
         log.info("the write reads its input through Spark: %s", reason)
         return None
 
@@ -141,27 +151,64 @@ class FileInput:
             InputMismatch: a file pyarrow would not read as Spark does.
         """
         schema = self.schema if columns is None else pa.schema([self.schema.field(c) for c in columns])
+        data = _data_schema(self.schema, self.partition_columns)
         for file_range in self.tasks[task]:
             try:
-                yield from self._range_batches(file_range, schema)
+                yield from self._range_batches(file_range, schema, data)
             except (pa.ArrowException, OSError) as exc:
                 # Spark's reader reports (or, if told to, skips) what pyarrow cannot read.
                 raise InputMismatch(f"pyarrow cannot read {file_range.path}: {exc}") from exc
 
-    def _range_batches(self, file_range: FileRange, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    def _range_batches(
+        self, file_range: FileRange, schema: pa.Schema, data: pa.Schema
+    ) -> Iterator[pa.RecordBatch]:
+        """The records of ``file_range`` as batches of ``schema``; the file is checked against
+        ``data``, every column of the input that it stores."""
         with self.filesystem.open_input_file(file_range.path) as source:
             parquet = pq.ParquetFile(source)
-            reason = _file_mismatch(file_range.path, parquet, self.schema)
+            reason = _file_mismatch(file_range.path, parquet, data)
             if reason is not None:
                 raise InputMismatch(reason)
             row_groups = _row_groups_in(parquet.metadata, file_range)
             if not row_groups:
                 return
-            names = schema.names
+            stored = _data_schema(schema, self.partition_columns)
+            given = self.partition_values[file_range.path] if self.partition_columns else ()
+            values = dict(zip(self.partition_columns, given, strict=True))
+            if not stored.names:
+                # Only directory values wanted: the row groups' counts say how many.
+                for group in row_groups:
+                    rows = parquet.metadata.row_group(group).num_rows
+                    yield pa.RecordBatch.from_arrays(
+                        [_constant(values[f.name], f.type, rows) for f in schema], schema=schema
+                    )
+                return
             for batch in parquet.iter_batches(
-                MAX_BATCH_ROWS, row_groups=row_groups, columns=names, use_threads=False
+                MAX_BATCH_ROWS, row_groups=row_groups, columns=stored.names, use_threads=False
             ):
-                yield batch.select(names).cast(schema)
+                batch = batch.select(stored.names).cast(stored)
+                if values:
+                    batch = pa.RecordBatch.from_arrays(
+                        [
+                            _constant(values[f.name], f.type, batch.num_rows)
+                            if f.name in values
+                            else batch.column(f.name)
+                            for f in schema
+                        ],
+                        schema=schema,
+                    )
+                yield batch
+
+
+def _data_schema(schema: pa.Schema, partition_columns: Sequence[str]) -> pa.Schema:
+    """The fields of ``schema`` the files store (not those from directory names)."""
+    return pa.schema([f for f in schema if f.name not in partition_columns])
+
+
+def _constant(value: Any, type_: pa.DataType, rows: int) -> pa.Array:
+    if value is None:
+        return pa.nulls(rows, type_)
+    return pa.array([value] * rows, type_)
 
 
 def file_task(
@@ -183,8 +230,22 @@ def file_task(
                 yield mismatch_row(index, str(exc))
 
 
-def _disqualified(df: DataFrame) -> str | None:
-    """Why ``df``'s plan is not a plain parquet scan pyarrow reads as Spark does, or None."""
+@dataclass(frozen=True)
+class _Scan:
+    """A plain parquet scan: its partition columns from directory names, and their values per
+    file (by URI, as ``inputFiles`` gives them)."""
+
+    columns: tuple[str, ...]
+    values: Mapping[str, tuple[Any, ...]]
+
+
+# Partition column types whose values Spark gives as plain Python values through py4j.
+_PARTITION_TYPES = frozenset({"string", "integer", "long", "short", "byte", "date", "boolean"})
+
+
+def _scanned(df: DataFrame) -> _Scan | str:
+    """The scan of ``df`` when its plan is a plain parquet scan pyarrow reads as Spark does,
+    else why not."""
     # A new plan over ``df``'s: ``df``'s own was made before the data it reads was cached, if
     # it was, and the route pass's mapInArrow would read the cache.
     plan = df.select("*")._jdf.queryExecution().optimizedPlan()
@@ -198,8 +259,6 @@ def _disqualified(df: DataFrame) -> str | None:
     relation = plan.relation()
     if _name(relation.fileFormat()) != "ParquetFileFormat":
         return f"its files are not parquet ({_name(relation.fileFormat())})"
-    if relation.partitionSchema().length() > 0:
-        return "it has partition columns from directory names"
     # Spark reads a file its paths name twice (one path given twice, a directory and a file in
     # it) twice, where ``inputFiles`` names it once.
     listed = relation.location().allFiles()
@@ -214,17 +273,50 @@ def _disqualified(df: DataFrame) -> str | None:
     for setting, value in _CHANGING_SETTINGS.items():
         if str(conf.get(setting)).lower() == value.lower():
             return f"{setting} is {value}"
-    return None
+    return _partition_values(df, relation)
+
+
+def _partition_values(df: DataFrame, relation: Any) -> _Scan | str:
+    """The scan's partition columns and each file's values of them, as Spark parsed them from
+    the directory names."""
+    fields = relation.partitionSchema().fields()
+    if len(fields) == 0:
+        return _Scan((), {})
+    types = [str(f.dataType().typeName()) for f in fields]
+    odd = [f"{f.name()} ({t})" for f, t in zip(fields, types, strict=True) if t not in _PARTITION_TYPES]
+    if odd:
+        return f"it has partition columns of types read as other values: {odd}"
+    jvm = df.sparkSession._jvm
+    assert jvm is not None
+    # Scala's empty list: no partition or data filters.
+    nil = getattr(getattr(jvm.scala.collection.immutable, "Nil$"), "MODULE$")
+    directories = relation.location().listFiles(nil, nil)
+    values: dict[str, tuple[Any, ...]] = {}
+    for i in range(directories.size()):
+        directory = directories.apply(i)
+        row = directory.values()
+        parsed = tuple(
+            None if row.isNullAt(j) else _plain(row.get(j, fields[j].dataType()), types[j])
+            for j in range(len(fields))
+        )
+        files = directory.files()
+        for k in range(files.size()):
+            values[str(files.apply(k).getPath().toUri().toString())] = parsed
+    return _Scan(tuple(str(f.name()) for f in fields), values)
+
+
+def _plain(value: Any, type_name: str) -> Any:
+    # Spark's strings come as its UTF8String; dates as days, as Arrow's date32 takes them.
+    return str(value) if type_name == "string" else value
 
 
 def _name(node: object) -> str:
     return str(node.getClass().getSimpleName())  # type: ignore[attr-defined]
 
 
-def _located(df: DataFrame) -> tuple[pafs.FileSystem, dict[str, int]] | str:
-    """The file system of ``df``'s files and each file's size (paths in path order), or why
-    pyarrow cannot reach them."""
-    uris = sorted(df.inputFiles())
+def _located(uris: list[str]) -> tuple[pafs.FileSystem, list[str], dict[str, int]] | str:
+    """The file system of the files at ``uris``, their paths on it, and each file's size (in
+    the order of ``uris``), or why pyarrow cannot reach them."""
     if not uris:
         return "it has no files"
     # Spark gives URIs, percent-encoded; pyarrow's file systems take decoded paths.
@@ -251,7 +343,7 @@ def _located(df: DataFrame) -> tuple[pafs.FileSystem, dict[str, int]] | str:
     missing = [i.path for i in infos if i.type != pafs.FileType.File]
     if missing:
         return f"a file is missing: {missing[0]}"
-    return filesystem, {i.path: int(i.size or 0) for i in infos}
+    return filesystem, paths, {i.path: int(i.size or 0) for i in infos}
 
 
 def _spark_schema(df: DataFrame) -> pa.Schema | str:
@@ -285,14 +377,14 @@ def _file_mismatch(path: str, parquet: pq.ParquetFile, schema: pa.Schema) -> str
         return f"{path} was written by Spark {written_by.decode(errors='replace')}"
     stored = parquet.schema_arrow
     lower = [n.lower() for n in stored.names]
-    for field in schema:
-        if stored.get_field_index(field.name) < 0:
-            return f"{path} has no column {field.name!r}"
-        if lower.count(field.name.lower()) > 1:
-            return f"{path} has several columns named {field.name!r} but for case"
-        found = stored.field(field.name).type
-        if not _reads_as(found, field.type):
-            return f"column {field.name!r} of {path} is {found}, Spark reads {field.type}"
+    for wanted in schema:
+        if stored.get_field_index(wanted.name) < 0:
+            return f"{path} has no column {wanted.name!r}"
+        if lower.count(wanted.name.lower()) > 1:
+            return f"{path} has several columns named {wanted.name!r} but for case"
+        found = stored.field(wanted.name).type
+        if not _reads_as(found, wanted.type):
+            return f"column {wanted.name!r} of {path} is {found}, Spark reads {wanted.type}"
     return None
 
 
