@@ -7,7 +7,12 @@ several files and row groups, empty files, byte-range splits) and writes them tw
 reading is the oracle: both tables must hold the same rows, and hudi-rs must read the direct
 table's rows too. Some seeds add a file pyarrow would not read as Spark does (a type Spark
 widens or converts, a missing column): those writes must go through Spark, and the qualifying
-ones must not."""
+ones must not.
+
+A second probe does the same for Hive-partitioned inputs (``d0=007/d1=a%2Fb/``, written by
+pyarrow into directories named as Spark's writer names them, or by Spark's writer): Spark's
+types for the partition columns (inferred, declared by a read schema, or strings when inference
+is off) decide whether the route tasks read the files, and a model of them says which."""
 
 from __future__ import annotations
 
@@ -461,3 +466,272 @@ def test_files_named_twice_are_read_twice(spark, tmp_path, caplog):
                 sorted(zip(read.column("k").to_pylist(), read.column("v").to_pylist(), strict=True))
                 == expected
             )
+
+
+# ---- Hive-partitioned inputs -------------------------------------------------------------------
+
+# Characters Spark's writer escapes in a partition directory's name, as ``%XX``
+# (``ExternalCatalogUtils.escapePathName``): ``}`` and spaces are not among them.
+_ESCAPED = frozenset("\"#%'*/:=?\\\x7f{[]^") | frozenset(map(chr, range(1, 0x20)))
+
+# Partition column types whose values the route tasks take from Spark's listing.
+DIRECT_TYPES = frozenset({"string", "int", "bigint", "smallint", "tinyint", "date", "boolean"})
+
+
+@dataclass(frozen=True)
+class Level:
+    """A kind of partition directory values: a pool of raw values (as Spark's writer spells
+    them before escaping), the values every layout of the kind holds (that make Spark infer
+    ``inferred``), and the types a read schema may declare for them."""
+
+    pool: tuple[str, ...]
+    forced: tuple[str, ...]
+    inferred: str
+    declarable: tuple[str, ...]
+
+
+LEVELS = {
+    # "007" parses as 7, and so does "7": two directories of one value.
+    "int": Level(
+        ("0", "7", "007", "-3", "42", "-128", "127"),
+        (),
+        "int",
+        ("tinyint", "smallint", "int", "bigint", "string"),
+    ),
+    "long": Level(("5", "-1", "9223372036854775807"), ("9999999999",), "bigint", ("bigint", "string")),
+    "date": Level(
+        ("1970-01-01", "1900-02-28", "2199-12-31", "2024-02-29"),
+        ("2024-01-01",),
+        "date",
+        ("date", "string", "timestamp"),
+    ),
+    # Spark infers no booleans from directory names: a read schema declares them.
+    "bool": Level(("true", "false"), (), "string", ("boolean", "string")),
+    "text": Level(
+        (
+            "a b",
+            "é日本語🙂",
+            "50%",
+            "x=y",
+            "#tag",
+            "a/b",
+            "c:d?*",
+            "[x]{y}^",
+            "'q\"",
+            "back\\slash",
+            "tab\tx",
+            "%41",
+            "%zz",
+            "}",
+        ),
+        (),
+        "string",
+        ("string",),
+    ),
+    # Values of several kinds: Spark infers strings.
+    "mixed": Level(("007", "1.5", "true", "x", "1e3"), ("1", "2024-01-01"), "string", ("string",)),
+    "double": Level(("2", "-0.25"), ("1.5",), "double", ("double",)),
+    "decimal": Level(("1", "-3"), ("12345678901234567890",), "decimal(20,0)", ("decimal(20,0)", "string")),
+    "timestamp": Level(
+        ("1999-12-31 23:59:59",), ("2024-01-01 10:00:00",), "timestamp", ("timestamp", "string")
+    ),
+}
+# Kinds of data columns a hand-written file of a partitioned input stores.
+PARTITIONED_KINDS = ("i32", "f64", "flag", "text", "dec_small", "day", "items")
+
+
+def _escaped(value: str) -> str:
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in value)
+
+
+@dataclass
+class PartitionedCase:
+    """One seed's Hive-partitioned input and its write: ``levels`` (partition column, kind, raw
+    values; None for Hive's default partition), the leaf directories' values, each column's
+    type as Spark reads it (the model: inferred from the kind, or declared), and how the input
+    is read."""
+
+    rng: random.Random
+    levels: list[tuple[str, str, list[str | None]]]
+    leaves: list[tuple[str | None, ...]]
+    kinds: list[str]
+    by_spark: bool
+    how: str
+    inference: bool
+    types: dict[str, str]
+    overlap: str | None
+    paths: list[str] | None = None
+    rids: Iterator[int] = field(default_factory=itertools.count)
+    ts: Iterator[int] = field(default_factory=itertools.count)
+
+    @classmethod
+    def of(cls, seed: int) -> PartitionedCase:
+        rng = random.Random(seed)
+        names = [f"d{i}" for i in range(rng.randint(1, 3))]
+        levels = []
+        for name in names:
+            # Every kind as some seed's first level.
+            kind = sorted(LEVELS)[seed % len(LEVELS)] if name == "d0" else rng.choice(sorted(LEVELS))
+            level = LEVELS[kind]
+            values: list[str | None] = list(level.forced) + rng.sample(
+                level.pool, rng.randint(1, min(5, len(level.pool)))
+            )
+            if rng.random() < 0.25:
+                values.append(None)
+            levels.append((name, kind, values))
+        # Every value of every level in some leaf (so the inferred types are the kinds'), and a
+        # few more leaves.
+        width = max(len(v) for _, _, v in levels)
+        leaves = {tuple(v[i % len(v)] for _, _, v in levels) for i in range(width)}
+        for _ in range(rng.randint(0, 2)):
+            leaves.add(tuple(rng.choice(v) for _, _, v in levels))
+        how = "schema" if seed % 3 == 0 else rng.choice(["plain", "plain", "base_path", "merge"])
+        inference = seed % 4 != 3
+        types = {}
+        for name, kind, _ in levels:
+            if how == "schema":
+                # The narrowest type more often (booleans, bytes).
+                declarable = LEVELS[kind].declarable
+                types[name] = declarable[0] if rng.random() < 0.5 else rng.choice(declarable)
+            else:
+                types[name] = LEVELS[kind].inferred if inference else "string"
+        by_spark = rng.random() < 0.35
+        overlap = None if by_spark or rng.random() < 0.6 else rng.choice(names)
+        return cls(
+            rng=rng,
+            levels=levels,
+            leaves=sorted(leaves, key=repr),
+            kinds=rng.sample(PARTITIONED_KINDS, rng.randint(0, 3)),
+            by_spark=by_spark,
+            how=how,
+            inference=inference,
+            types=types,
+            overlap=overlap,
+        )
+
+    @property
+    def qualifies(self) -> bool:
+        return all(t in DIRECT_TYPES for t in self.types.values())
+
+    def records(self, n: int) -> pa.Table:
+        """``n`` records of one file: the key repeats (ordering values do not, so that every
+        path keeps the same record of a key)."""
+        rng = self.rng
+        columns = {
+            "k": pa.array([rng.randrange(40) for _ in range(n)], pa.int64()),
+            "ts": pa.array([next(self.ts) for _ in range(n)], pa.int64()),
+            "rid": pa.array([next(self.rids) for _ in range(n)], pa.int64()),
+            "p": pa.array([rng.choice(["p0", "p1", "p/é"]) for _ in range(n)], pa.string()),
+        }
+        for kind in self.kinds:
+            columns[kind] = KINDS[kind](rng, n)
+        return pa.table(columns)
+
+    def write_input(self, spark: SparkSession, root: Path) -> None:
+        """The leaf directories' files: by pyarrow into directories named as Spark's writer
+        names them, or by Spark's writer itself."""
+        rng = self.rng
+        names = [name for name, _, _ in self.levels]
+        if self.by_spark:
+            rows = []
+            for leaf in self.leaves:
+                table = self.records(rng.randint(1, 60))
+                rows += [(*r.values(), *leaf) for r in table.to_pylist()]
+            ddl = _ddl(self.records(0).schema) + "".join(f", `{n}` string" for n in names)
+            frame = spark.createDataFrame(rows, ddl).repartition(rng.randint(1, 3))
+            frame.write.partitionBy(*names).parquet(str(root))
+            return
+        for leaf in self.leaves:
+            directory = root.joinpath(
+                *(
+                    f"{n}={'__HIVE_DEFAULT_PARTITION__' if v is None else _escaped(v)}"
+                    for n, v in zip(names, leaf, strict=True)
+                )
+            )
+            directory.mkdir(parents=True)
+            for i in range(rng.randint(1, 2)):
+                # Empty files, but not only.
+                empty = 0 if leaf != self.leaves[0] or i else 1
+                table = self.records(rng.choice([empty, rng.randint(1, 40), rng.randint(40, 300)]))
+                if self.overlap is not None and rng.random() < 0.7:
+                    # A stored column named like a partition column: Spark takes the directory's value.
+                    table = table.append_column(
+                        self.overlap,
+                        pa.array([rng.randrange(-9, 9) for _ in range(table.num_rows)], pa.int64()),
+                    )
+                _write_file(rng, table, directory / f"part-{i}.parquet")
+
+    def read(self, spark: SparkSession, root: Path) -> DataFrame:
+        if self.how == "merge":
+            return spark.read.option("mergeSchema", "true").parquet(str(root))
+        if self.how == "schema":
+            data = _ddl(self.records(0).schema)
+            return spark.read.schema(data + "".join(f", `{n}` {t}" for n, t in self.types.items())).parquet(
+                str(root)
+            )
+        if self.how == "base_path":
+            if self.paths is None:
+                # The first level's directories, or the root when Hadoop would read a name as a
+                # glob (all of them: a subset could hold other kinds of values).
+                tops = [p for p in root.iterdir() if p.is_dir()]
+                globs = any(set(p.name) & set("{}[]*?\\") for p in tops)
+                self.paths = [str(root)] if globs else [str(p) for p in self.rng.sample(tops, len(tops))]
+            return spark.read.option("basePath", str(root)).parquet(*self.paths)
+        return spark.read.parquet(str(root))
+
+
+PARTITIONED_SEEDS = range(16)
+INFERENCE = "spark.sql.sources.partitionColumnTypeInference.enabled"
+
+
+@pytest.mark.parametrize("seed", PARTITIONED_SEEDS)
+def test_direct_and_spark_reads_of_partitioned_parquet_write_the_same_table(spark, tmp_path, caplog, seed):
+    """One seed's random Hive-partitioned input (1-3 levels of directory values Spark parses as
+    integers, dates, strings or nulls, or as doubles, decimals or timestamps, which the route
+    tasks do not take), written into two tables: read by the route tasks and through Spark.
+    Spark's reading is the oracle, as in the probe above."""
+    case = PartitionedCase.of(seed)
+    rng = case.rng
+    if not case.inference:
+        spark.conf.set(INFERENCE, "false")
+    try:
+        case.write_input(spark, tmp_path / "in")
+        df = case.read(spark, tmp_path / "in")
+        # The model's types are Spark's.
+        assert {f.name: f.dataType.simpleString() for f in df.schema if f.name in case.types} == case.types
+        # hudi-rs reads no table with a control character in a partition path.
+        fields = [n for n, _, v in case.levels if not any(c < " " for c in "".join(filter(None, v)))]
+        partition_by = rng.choice([None, "p", *fields])
+        columns = rng.sample(df.columns, len(df.columns))
+        if rng.random() < 0.4:
+            # Some columns only, reordered: the record key, the ordering and partition fields
+            # and the row number stay.
+            columns = [c for c in columns if c in {"k", "ts", "rid", partition_by} or rng.random() < 0.5]
+        selected = rng.random() < 0.5
+        operation = rng.choice(["upsert", "insert", "bulk_insert"])
+        options = {"table_name": "t", "record_key": "k", "ordering_field": "ts"}
+        options["table_type"] = rng.choice(["COPY_ON_WRITE", "MERGE_ON_READ"])
+        if partition_by is not None:
+            options["partition_by"] = partition_by
+        direct, through = str(tmp_path / "direct"), str(tmp_path / "through")
+        context = (
+            f"seed {seed}: {operation} of {case.how} {case.levels} leaves {case.leaves} types {case.types} "
+            f"spark-written={case.by_spark} overlap={case.overlap} by {partition_by} columns "
+            f"{columns if selected else 'all'}"
+        )
+        with caplog.at_level(logging.INFO, logger="shoal"):
+            caplog.clear()
+            given = case.read(spark, tmp_path / "in")
+            spark_write(given.select(*columns) if selected else given, direct, operation, options)
+            assert (THROUGH_SPARK not in caplog.text) == case.qualifies, context
+        given = case.read(spark, tmp_path / "in")
+        spark_write(given.select(*columns) if selected else given, through, operation, {**options, **OFF})
+    finally:
+        spark.conf.unset(INFERENCE)
+
+    written = _comparable(shoal.Table(direct).read())
+    columns = written.column_names
+    expected = rows_by(_comparable(shoal.Table(through).read()), columns, SORT)
+    assert rows_by(written, columns, SORT) == expected, context
+    assert len(expected) > 0, context
+    assert rows_by(hudi_rs_read(direct), columns, SORT) == expected, context
