@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -38,6 +39,12 @@ def _create(path: str, table_type: str) -> shoal.Table:
 
 def _expected(model: dict[int, tuple[int, str, int, str]]) -> list[dict]:
     return [dict(zip(COLUMNS, r, strict=True)) for _, r in sorted(model.items())]
+
+
+def _upsert_into_new_table(spark, source: Path, path: str, **create: str) -> None:
+    """Upserts the parquet files under ``source`` into a new table at ``path`` keyed by ``id``."""
+    reader = spark.read.parquet(str(source))
+    spark_write(reader, path, "upsert", table_name="t", record_key="id", ordering_field="ts", **create)
 
 
 def _all_batches(files: FileInput) -> pa.Table:
@@ -196,14 +203,7 @@ def test_millisecond_timestamps_are_read_as_spark_reads_them(spark, tmp_path, ca
         source / "a.parquet",
     )
     with caplog.at_level(logging.INFO, logger="shoal"):
-        spark_write(
-            spark.read.parquet(str(source)),
-            path,
-            "upsert",
-            table_name="t",
-            record_key="id",
-            ordering_field="ts",
-        )
+        _upsert_into_new_table(spark, source, path)
     assert THROUGH_SPARK not in caplog.text
     read = shoal.Table(path).read()
     assert read.schema.field("at").type == pa.timestamp("us", "UTC")
@@ -250,15 +250,7 @@ def test_paths_spark_percent_encodes_are_read(spark, tmp_path, caplog):
     pq.write_table(_rows([(1, "sf", 1, "x"), (2, "la", 1, "y")]), source / "part 1%.parquet")
     path = str(tmp_path / "t")
     with caplog.at_level(logging.INFO, logger="shoal"):
-        spark_write(
-            spark.read.parquet(str(source)),
-            path,
-            "upsert",
-            table_name="t",
-            record_key="id",
-            partition_by="city",
-            ordering_field="ts",
-        )
+        _upsert_into_new_table(spark, source, path, partition_by="city")
     assert THROUGH_SPARK not in caplog.text
     expected = [{"id": 1, "city": "sf", "ts": 1, "v": "x"}, {"id": 2, "city": "la", "ts": 1, "v": "y"}]
     assert rows_by(shoal.Table(path).read(), COLUMNS, ["id"]) == expected
