@@ -116,30 +116,10 @@ class FileInput:
     def of(cls, df: DataFrame) -> FileInput | None:
         """The files of ``df`` when it is a plain parquet scan the route tasks can read (see the
         module's text), else None."""
-        try:
-            scan = _scanned(df)
-        except (AttributeError, Py4JError) as exc:
-            # A plan of another shape than this module knows (another Spark version, Spark
-            # Connect): Spark reads it.
-            scan = f"its plan cannot be inspected: {exc}"
-        reason = scan if isinstance(scan, str) else None
-        if isinstance(scan, _Scan):
-            uris = sorted(df.inputFiles())
-            located = _located(uris)
-            schema = _spark_schema(df)
-            if isinstance(located, str) or isinstance(schema, str):
-                reason = located if isinstance(located, str) else str(schema)
-            elif any(uri not in scan.values for uri in uris) and scan.columns:
-                reason = "Spark gives no partition values for some of its files"
-            else:
-                filesystem, paths, sizes = located
-                data = _data_schema(schema, scan.columns)
-                reason = _schema_mismatch(filesystem, paths[0], data)
-                if reason is None:
-                    values = {p: scan.values[u] for u, p in zip(uris, paths, strict=True) if scan.columns}
-                    tasks = _packed(sizes, df.sparkSession)
-                    return cls(filesystem, schema, tasks, len(sizes), scan.columns, values)
-        log.info("the write reads its input through Spark: %s", reason)
+        found = _file_input(df)
+        if isinstance(found, FileInput):
+            return found
+        log.info("the write reads its input through Spark: %s", found)
         return None
 
     def batches(self, task: int, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
@@ -198,6 +178,34 @@ class FileInput:
                         schema=schema,
                     )
                 yield batch
+
+
+def _file_input(df: DataFrame) -> FileInput | str:
+    """:meth:`FileInput.of`, or why ``df`` does not qualify."""
+    try:
+        scan = _scanned(df)
+    except (AttributeError, Py4JError) as exc:
+        # A plan of another shape than this module knows (another Spark version, Spark
+        # Connect): Spark reads it.
+        return f"its plan cannot be inspected: {exc}"
+    if isinstance(scan, str):
+        return scan
+    uris = sorted(df.inputFiles())
+    located = _located(uris)
+    if isinstance(located, str):
+        return located
+    schema = _spark_schema(df)
+    if isinstance(schema, str):
+        return schema
+    if scan.columns and any(uri not in scan.values for uri in uris):
+        return "Spark gives no partition values for some of its files"
+    filesystem, paths, sizes = located
+    reason = _schema_mismatch(filesystem, paths[0], _data_schema(schema, scan.columns))
+    if reason is not None:
+        return reason
+    values = {p: scan.values[u] for u, p in zip(uris, paths, strict=True)} if scan.columns else {}
+    tasks = _packed(sizes, df.sparkSession)
+    return FileInput(filesystem, schema, tasks, len(sizes), scan.columns, values)
 
 
 def _data_schema(schema: pa.Schema, partition_columns: Sequence[str]) -> pa.Schema:
