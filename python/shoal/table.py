@@ -351,13 +351,19 @@ class Table:
 
     def rollback(self, instant: str | None = None) -> str:
         """Rolls back the last completed data commit (or the given one, which must be the last);
-        a savepointed commit is refused (delete the savepoint first), as in Hudi, and so is one
+        a completed compaction goes back to the slices before it (the same records). A
+        savepointed commit is refused (delete the savepoint first), as in Hudi, and so is one
         whose file groups' earlier slices a later clean removed (the table would show older
         records, or none). A rollback that a crash interrupted is finished first, and is what
         this call does then."""
-        from shoal.services.rollback import ensure_restorable_before, interrupted_rollback, rollback_instant
+        from shoal.services.rollback import (
+            ensure_restorable_before,
+            interrupted_rollback,
+            rollback_compaction,
+            rollback_instant,
+        )
         from shoal.services.savepoint import savepointed_instants
-        from shoal.timeline.lock import WRITE, table_lock
+        from shoal.timeline.lock import COMPACTION, WRITE, table_lock
 
         self.config.check_writable("roll back")
         self._finish_pending_restore()
@@ -371,6 +377,9 @@ class Table:
                         f"the rollback of {unfinished.requested_time} was interrupted: finish it "
                         "first (rollback() with no instant)"
                     )
+                if unfinished.action == Action.COMPACTION:
+                    with table_lock(self.storage, COMPACTION):
+                        return rollback_compaction(self.storage, timeline, unfinished)
                 return rollback_instant(self.storage, self.config, timeline, unfinished)
             last = timeline.last_completed_data_instant()
             if last is None:
@@ -388,6 +397,10 @@ class Table:
                     f"commit {last.requested_time} is savepointed: delete the savepoint to roll it back"
                 )
             ensure_restorable_before(self.storage, timeline, last)
+            if last.action == Action.COMPACTION:
+                # A running compaction must not see its instant go (restore takes the lock too).
+                with table_lock(self.storage, COMPACTION):
+                    return rollback_compaction(self.storage, timeline, last)
             return rollback_instant(self.storage, self.config, timeline, last)
 
     # ---- compaction (merge-on-read) --------------------------------------------------------

@@ -31,7 +31,7 @@ from shoal.executor.base import Executor
 from shoal.fs.storage import Storage
 from shoal.schemas import load_schema
 from shoal.services.clean import run_pending_cleans
-from shoal.services.rollback import replay_markers, rollback_inflight_compaction, rollback_instant
+from shoal.services.rollback import replay_markers, rollback_compaction, rollback_instant
 from shoal.services.savepoint import decode_record, savepointed_instants
 from shoal.timeline.archived import ArchivedTimeline
 from shoal.timeline.instant import Action, Instant, State
@@ -187,23 +187,8 @@ def _execute(storage: Storage, config: TableConfig, restore_instant: Instant, pl
 def _roll_back(storage: Storage, config: TableConfig, timeline: Timeline, target: Instant) -> str:
     """Rolls back one instant with services/rollback.py and returns the rollback time."""
     if target.action == Action.COMPACTION:
-        return _roll_back_compaction(storage, timeline, target)
+        return rollback_compaction(storage, timeline, target)
     return rollback_instant(storage, config, timeline, target)
-
-
-def _roll_back_compaction(storage: Storage, timeline: Timeline, target: Instant) -> str:
-    t = target.requested_time
-    requested = Instant(t, Action.COMPACTION, State.REQUESTED)
-    inflight = requested.with_state(State.INFLIGHT)
-    if target.is_completed:
-        replay_markers(storage, timeline, target, check_only=False)
-        # Back to inflight: readers stop seeing the compacted base files at once.
-        storage.delete(timeline.path_of(target), missing_ok=False)
-    elif target.state == State.REQUESTED:
-        timeline.transition_to_inflight(requested, b"")
-    rollback_time = rollback_inflight_compaction(storage, timeline.reload(), inflight)
-    timeline.delete_instant_files(t)
-    return rollback_time
 
 
 def _rollback_metadata(timeline: Timeline, rollback_time: str) -> dict:

@@ -69,6 +69,26 @@ def rollback_inflight_compaction(storage: Storage, timeline: Timeline, target: I
     return rollback_time
 
 
+def rollback_compaction(storage: Storage, timeline: Timeline, target: Instant) -> str:
+    """Removes the compaction ``target`` (pending, or completed and the latest data instant)
+    from the table, as Hudi's rollback and restore of a compaction do: deletes the base files it
+    wrote, records a ``.rollback`` instant and deletes the compaction's timeline files. Its
+    file groups read from the slices before it again, which hold the same records. Returns the
+    rollback time."""
+    t = target.requested_time
+    requested = Instant(t, Action.COMPACTION, State.REQUESTED)
+    inflight = requested.with_state(State.INFLIGHT)
+    if target.is_completed:
+        replay_markers(storage, timeline, target, check_only=False)
+        # Back to inflight: readers stop seeing the compacted base files at once.
+        storage.delete(timeline.path_of(target), missing_ok=False)
+    elif target.state == State.REQUESTED:
+        timeline.transition_to_inflight(requested, b"")
+    rollback_time = rollback_inflight_compaction(storage, timeline.reload(), inflight)
+    timeline.delete_instant_files(t)
+    return rollback_time
+
+
 def _rollback(storage: Storage, timeline: Timeline, target: Instant, delete_target: bool) -> str:
     started = time.monotonic()
     # A rollback of the same instant that a crash left pending is resumed, not left pending for
@@ -219,12 +239,14 @@ def pending_rollback_of(timeline: Timeline, instant_time: str) -> Instant | None
 
 
 def interrupted_rollback(timeline: Timeline) -> Instant | None:
-    """The commit whose rollback a crash interrupted after reverting it to inflight: a retried
-    rollback finishes that one, rather than taking the commit before it for the last one."""
+    """The commit or compaction whose rollback a crash interrupted after reverting it to
+    inflight: a retried rollback finishes that one, rather than taking the commit before it for
+    the last one."""
     for inst in timeline.pending():
         target_time = _rollback_target(timeline, inst) if inst.action == Action.ROLLBACK else None
         target = timeline.get(target_time) if target_time else None
-        if target is not None and not target.is_completed and target.action in _ROLLBACKABLE:
+        undoable = (*_ROLLBACKABLE, Action.COMPACTION)
+        if target is not None and not target.is_completed and target.action in undoable:
             return target
     return None
 
