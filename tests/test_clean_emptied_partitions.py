@@ -155,3 +155,21 @@ def test_a_file_that_appears_after_the_plan_keeps_the_partition(tmp_path):
     assert sorted(p.name for p in (path / "nyc").iterdir() if not p.name.startswith(".")) == ["arrived.txt"]
     model = {r[0]: r for r in stored if r[1] == "sf"} | {100: (100, "sf", "new")}
     _check(path, model)
+
+
+def test_a_directory_inside_the_partition_is_reported(tmp_path):
+    """An empty directory inside the partition keeps it: the clean reports it not deleted,
+    though its partition metadata went and no reader lists it."""
+    path = tmp_path / "t"
+    table = _table(path)
+    stored = [(i, ["sf", "nyc"][i % 2], "a") for i in range(10)]
+    table.upsert(_rows(stored))
+    table.delete_partitions(["nyc"])
+    table.upsert(_rows([(100, "sf", "new")]))
+    (path / "nyc" / "tmp").mkdir()
+    [cleaned] = table.clean()
+    _, metadata = _plan_and_metadata(path, cleaned)
+    assert metadata["partitionMetadata"]["nyc"]["isPartitionDeleted"] is False
+    assert [p.name for p in (path / "nyc").iterdir()] == ["tmp"]
+    model = {r[0]: r for r in stored if r[1] == "sf"} | {100: (100, "sf", "new")}
+    _check(path, model)

@@ -515,9 +515,11 @@ def delete_emptied_partition(storage: Storage, partition: str) -> bool:
         return False
     for f in listed:
         storage.delete(f.path, missing_ok=True)
-    directory = partition
-    while directory and storage.remove_empty_dir(directory):
-        directory = directory.rsplit("/", 1)[0] if "/" in directory else ""
+    if not storage.remove_empty_dir(partition):
+        return False  # an empty directory inside it: no reader lists it any more all the same
+    parent = partition.rsplit("/", 1)[0] if "/" in partition else ""
+    while parent and storage.remove_empty_dir(parent):
+        parent = parent.rsplit("/", 1)[0] if "/" in parent else ""
     return True
 
 
