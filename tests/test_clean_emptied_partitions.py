@@ -62,6 +62,17 @@ def _plan_and_metadata(path: Path, instant: str) -> tuple[dict, dict]:
     return _plan(path, instant), clean_metadata(timeline, instant)
 
 
+def _nyc_deleted(path: Path) -> tuple[shoal.Table, dict[int, tuple[int, str, str]]]:
+    """Rows in sf and nyc, nyc deleted, then a write in sf (the delete leaves the retained
+    commits): the table and the model of its rows."""
+    table = _table(path)
+    stored = [(i, ["sf", "nyc"][i % 2], "a") for i in range(10)]
+    table.upsert(_rows(stored))
+    table.delete_partitions(["nyc"])
+    table.upsert(_rows([(100, "sf", "new")]))
+    return table, {r[0]: r for r in stored if r[1] == "sf"} | {100: (100, "sf", "new")}
+
+
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
 def test_a_deleted_partition_loses_its_directory_when_cleaned(tmp_path, table_type):
     path = tmp_path / "t"
@@ -139,11 +150,7 @@ def test_a_savepointed_file_keeps_the_partition(tmp_path):
 
 def test_a_file_that_appears_after_the_plan_keeps_the_partition(tmp_path):
     path = tmp_path / "t"
-    table = _table(path)
-    stored = [(i, ["sf", "nyc"][i % 2], "a") for i in range(10)]
-    table.upsert(_rows(stored))
-    table.delete_partitions(["nyc"])
-    table.upsert(_rows([(100, "sf", "new")]))
+    table, model = _nyc_deleted(path)
     storage = Storage(str(path))
     instant = schedule_clean(storage, table.config, table.write_config)
     assert instant is not None
@@ -153,7 +160,6 @@ def test_a_file_that_appears_after_the_plan_keeps_the_partition(tmp_path):
     metadata = run_clean(storage, table.config, instant)
     assert metadata["partitionMetadata"]["nyc"]["isPartitionDeleted"] is False
     assert sorted(p.name for p in (path / "nyc").iterdir() if not p.name.startswith(".")) == ["arrived.txt"]
-    model = {r[0]: r for r in stored if r[1] == "sf"} | {100: (100, "sf", "new")}
     _check(path, model)
 
 
@@ -161,15 +167,10 @@ def test_a_directory_inside_the_partition_is_reported(tmp_path):
     """An empty directory inside the partition keeps it: the clean reports it not deleted,
     though its partition metadata went and no reader lists it."""
     path = tmp_path / "t"
-    table = _table(path)
-    stored = [(i, ["sf", "nyc"][i % 2], "a") for i in range(10)]
-    table.upsert(_rows(stored))
-    table.delete_partitions(["nyc"])
-    table.upsert(_rows([(100, "sf", "new")]))
+    table, model = _nyc_deleted(path)
     (path / "nyc" / "tmp").mkdir()
     [cleaned] = table.clean()
     _, metadata = _plan_and_metadata(path, cleaned)
     assert metadata["partitionMetadata"]["nyc"]["isPartitionDeleted"] is False
     assert [p.name for p in (path / "nyc").iterdir()] == ["tmp"]
-    model = {r[0]: r for r in stored if r[1] == "sf"} | {100: (100, "sf", "new")}
     _check(path, model)

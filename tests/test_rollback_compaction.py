@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 import shoal
@@ -19,24 +18,10 @@ from shoal.timeline.instant import Action, Instant, State
 from shoal.timeline.timeline import Timeline
 from tests.hudi_oracle import hudi_rs_read, rows_by
 from tests.table_files import file_digests
+from tests.test_rollback_crash import Crash, _batch
 
 COLUMNS = ["id", "p", "v"]
 MANUAL = {"hoodie.compact.inline": "false", "hoodie.clean.automatic": "false"}
-
-
-class Crash(Exception):
-    """Stands for the process dying."""
-
-
-def _batch(ids: list[int], v: int) -> pa.Table:
-    return pa.table(
-        {
-            "id": pa.array(ids, pa.int64()),
-            "p": ["a" if i % 2 else "b" for i in ids],
-            "ts": pa.array([v] * len(ids), pa.int64()),
-            "v": pa.array([v] * len(ids), pa.int64()),
-        }
-    )
 
 
 def _check(path: Path, model: dict[int, int]) -> None:
