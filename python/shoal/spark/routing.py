@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from shoal.arrays import group_rows
 from shoal.fs.storage import Storage
@@ -55,10 +56,6 @@ PACK_CHUNK_BYTES = 128 * 1024 * 1024
 # route value; a count row (offset null) gives the records of one provisional route (partition,
 # then file id, insert slot or bucket number) and operation that the task's runs of that route
 # value in that file hold.
-PASS_SCHEMA = (
-    "route int, part int, file string, offset long, length long, "
-    "partition string, file_id string, slot int, bucket int, op tinyint, n long"
-)
 _PASS_ARROW = pa.schema(
     [
         ("route", pa.int32()),
@@ -74,6 +71,7 @@ _PASS_ARROW = pa.schema(
         ("n", pa.int64()),
     ]
 )
+PASS_SCHEMA = from_arrow_schema(_PASS_ARROW)
 # The pass columns of a count row.
 _PASS_FIELDS = [(f.name, f.type) for f in _PASS_ARROW][5:]
 # How many operations there are (OP_UPSERT, OP_SOFT_DELETE, OP_HARD_DELETE).

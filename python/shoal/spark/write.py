@@ -78,6 +78,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
 
 from shoal.config import write_config as wc
 from shoal.errors import CommitConflictError, CorruptDataError, InvalidArgumentError
@@ -525,7 +526,7 @@ class SparkWrite:
         columns: Sequence[str] | None,
         task: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
         mismatch_row: Callable[[int, str], pa.RecordBatch],
-        schema: str,
+        schema: StructType | str,
     ) -> pa.Table:
         """A pass over the input's files: one Spark task per packed range of them."""
         n = len(files.tasks)
