@@ -49,7 +49,7 @@ import functools
 import json
 import logging
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -163,6 +163,15 @@ def instants_to_archive(
         timeline, table_config, settings
     )
     return sorted(chosen, key=Instant.sort_key)
+
+
+def _over_retained(timeline: Timeline, settings: ArchivalSettings) -> bool:
+    """Whether ``timeline`` holds more completed data instants, cleans or rollbacks than
+    ``hoodie.keep.max.commits``: without that, :func:`instants_to_archive` chooses nothing."""
+    counts = Counter(
+        "data" if i.action in DATA_ACTIONS else i.action for i in timeline.instants if i.is_completed
+    )
+    return max(counts["data"], counts[Action.CLEAN], counts[Action.ROLLBACK]) > settings.max_commits
 
 
 def _cleans_and_rollbacks_to_archive(timeline: Timeline, settings: ArchivalSettings) -> list[Instant]:
@@ -746,11 +755,19 @@ def latest_archive_job(storage: Storage) -> ArchiveJob | None:
         return _jobs.get(storage.full_path(""))
 
 
-def run_inline_archive(storage: Storage, table_config: TableConfig, write_config: WriteConfig) -> None:
+def run_inline_archive(
+    storage: Storage, table_config: TableConfig, write_config: WriteConfig, known: Timeline | None = None
+) -> None:
     """The post-commit hook: archive when ``hoodie.archive.automatic`` (on a background thread
     with ``hoodie.archive.async``). The commit is already durable, so a failure is logged rather
-    than raised; archival is re-run after the next commit and picks up where it stopped."""
+    than raised; archival is re-run after the next commit and picks up where it stopped.
+    ``known``: the timeline as the commit left it; when it holds no more instants of any kind
+    than archival keeps, and archive files are not merged, nothing is listed (a merge a crash
+    interrupted is then recovered by the next archival that runs)."""
     if not write_config.get(ARCHIVE_AUTOMATIC) or table_config.table_version >= 8:
+        return
+    settings = ArchivalSettings.from_config(write_config)
+    if known is not None and not settings.merge_enable and not _over_retained(known, settings):
         return
     if write_config.get(ARCHIVE_ASYNC):
         archive_async(storage, table_config, write_config)

@@ -377,6 +377,14 @@ def _partitions_of(timeline: Timeline, inst: Instant) -> set[str]:
 # ---- scheduling and running ------------------------------------------------------------------
 
 
+def _clean_due(timeline: Timeline, wc: WriteConfig) -> bool:
+    """Whether an inline clean has anything to do on ``timeline``: a pending clean to finish,
+    or ``hoodie.clean.max.commits`` commits since the last clean."""
+    if any(i.action == Action.CLEAN for i in timeline.pending()):
+        return True
+    return commits_since_last_clean(timeline) >= wc.get(CLEAN_MAX_COMMITS)
+
+
 def commits_since_last_clean(timeline: Timeline) -> int:
     """Completed commits after the last commit the latest clean saw (all of them before a
     first clean): what ``hoodie.clean.max.commits`` is compared with."""
@@ -389,15 +397,21 @@ def commits_since_last_clean(timeline: Timeline) -> int:
 
 
 def schedule_clean(
-    storage: Storage, config: TableConfig, wc: WriteConfig, force: bool = True, clock: Clock | None = None
+    storage: Storage,
+    config: TableConfig,
+    wc: WriteConfig,
+    force: bool = True,
+    clock: Clock | None = None,
+    known: Timeline | None = None,
 ) -> str | None:
     """Saves a clean plan and returns its instant; None when nothing is to be deleted, or (unless
     ``force``) when fewer than ``hoodie.clean.max.commits`` commits completed since the last
-    clean. ``clock`` is "now" for KEEP_LATEST_BY_HOURS."""
+    clean. ``clock`` is "now" for KEEP_LATEST_BY_HOURS. ``known``: the table's current
+    timeline, when the caller knows it (else it is listed)."""
     config.check_writable("clean")
     # Under optimistic concurrency the plan and its instant time are taken under the table's lock.
     with table_lock(storage, WRITE), Concurrency(storage, wc).locked():
-        timeline = Timeline.load(storage, config)
+        timeline = known if known is not None else Timeline.load(storage, config)
         if not force and commits_since_last_clean(timeline) < wc.get(CLEAN_MAX_COMMITS):
             return None
         now = clock() if clock is not None else _dt.datetime.now(_dt.timezone.utc)
@@ -523,10 +537,14 @@ def delete_emptied_partition(storage: Storage, partition: str) -> bool:
     return True
 
 
-def run_pending_cleans(storage: Storage, config: TableConfig, executor: Executor | None = None) -> list[str]:
-    """Runs every clean left requested or inflight, oldest first; returns their instants."""
+def run_pending_cleans(
+    storage: Storage, config: TableConfig, executor: Executor | None = None, known: Timeline | None = None
+) -> list[str]:
+    """Runs every clean left requested or inflight, oldest first; returns their instants.
+    ``known``: the table's current timeline, when the caller knows it (else it is listed)."""
     with table_lock(storage, WRITE):
-        pending = [i for i in Timeline.load(storage, config).pending() if i.action == Action.CLEAN]
+        timeline = known if known is not None else Timeline.load(storage, config)
+        pending = [i for i in timeline.pending() if i.action == Action.CLEAN]
         for inst in pending:
             run_clean(storage, config, inst.requested_time, executor)
         return [i.requested_time for i in pending]
@@ -539,11 +557,13 @@ def clean(
     executor: Executor | None = None,
     force: bool = True,
     clock: Clock | None = None,
+    known: Timeline | None = None,
 ) -> list[str]:
-    """Runs pending cleans, then plans a clean and runs it; returns the clean instants completed."""
+    """Runs pending cleans, then plans a clean and runs it; returns the clean instants completed.
+    ``known``: the table's current timeline, when the caller knows it (else it is listed)."""
     with table_lock(storage, WRITE):
-        done = run_pending_cleans(storage, config, executor)
-        t = schedule_clean(storage, config, wc, force=force, clock=clock)
+        done = run_pending_cleans(storage, config, executor, known)
+        t = schedule_clean(storage, config, wc, force=force, clock=clock, known=None if done else known)
         if t is not None:
             run_clean(storage, config, t, executor)
             done.append(t)
@@ -551,15 +571,27 @@ def clean(
 
 
 def run_inline_clean(
-    storage: Storage, config: TableConfig, wc: WriteConfig, executor: Executor | None = None
+    storage: Storage,
+    config: TableConfig,
+    wc: WriteConfig,
+    executor: Executor | None = None,
+    known: Timeline | None = None,
 ) -> list[str]:
     """After a commit: with ``hoodie.clean.automatic``, clean when ``hoodie.clean.max.commits``
     commits completed since the last clean. The commit is complete when this runs; a clean that
-    fails midway stays pending and the next clean finishes it."""
+    fails midway stays pending and the next clean finishes it. ``known``: the timeline as the
+    commit left it. When it shows no pending clean and too few commits, nothing is listed (a
+    writer that completed instants since cleans after them); a single writer's clean plans on
+    it."""
     if not wc.get(CLEAN_AUTOMATIC) or config.table_version >= 8:
         return []
+    if known is not None and not _clean_due(known, wc):
+        return []
+    # Other processes may have changed the timeline since the commit only under optimistic
+    # concurrency: then the clean lists it again under the lock.
+    current = None if wc.optimistic_concurrency else known
     try:
-        return clean(storage, config, wc, executor, force=False)
+        return clean(storage, config, wc, executor, force=False, known=current)
     except CommitConflictError as exc:
         if not wc.optimistic_concurrency:
             raise

@@ -71,6 +71,14 @@ class Timeline:
     def reload(self) -> Timeline:
         return Timeline.load(self.storage, self.config)
 
+    def with_completed(self, done: Instant) -> Timeline:
+        """This timeline with ``done``, an instant this process has just completed, at its
+        completed state: what a listing right after the completion would show unless another
+        writer acted meanwhile, without listing again."""
+        after = Timeline(self.storage, self.config, [], self._stamps)
+        after.instants = _effective_instants([*self.instants, done])
+        return after
+
     # ---- queries -------------------------------------------------------------------------
 
     def completed(self) -> list[Instant]:

@@ -817,6 +817,18 @@ class Writer:
         columns, without the meta and internal ones; None when no record was written), then
         runs inline table services. ``replaced``: per partition, the file groups a replacing
         operation replaces."""
+        # Every caller but the data source's commit (a process of its own) holds it already:
+        # held, no write in this process changes the timeline the table services are given.
+        with table_lock(self.storage, WRITE):
+            return self._commit(write, stats, data_schema, replaced)
+
+    def _commit(
+        self,
+        write: PendingWrite,
+        stats: list[WriteStat],
+        data_schema: pa.Schema | None,
+        replaced: dict[str, list[str]] | None,
+    ) -> WriteResult:
         timeline = write.timeline
         metadata = CommitMetadata(operation_type=write.operation.value)
         for stat in stats:
@@ -854,12 +866,17 @@ class Writer:
                 abort_on_compaction_conflict(self.storage, self.config, timeline, now, write.inflight, stats)
             # Attempts of a retried task (Spark) leave files of their own: only reported ones stay.
             reconcile_against_markers(self.storage, write.instant_time, [s.path for s in stats if s.path])
-            timeline.complete(write.inflight, metadata.to_json())
+            done = timeline.complete(write.inflight, metadata.to_json())
         delete_markers(self.storage, write.instant_time)
-        if self.merge_on_read:
-            run_inline_compaction(self.storage, self.config, self.wc, self.executor)
-        run_inline_clean(self.storage, self.config, self.wc, self.executor)
-        run_inline_archive(self.storage, self.config, self.wc)
+        # The timeline as this commit left it spares the table services a listing. Under
+        # optimistic concurrency, other processes may have changed it since: the services use it
+        # only to tell whether they have anything to do, and list again under the lock if so.
+        known: Timeline | None = now.with_completed(done)
+        if self.merge_on_read and run_inline_compaction(self.storage, self.config, self.wc, self.executor):
+            known = None
+        if run_inline_clean(self.storage, self.config, self.wc, self.executor, known):
+            known = None
+        run_inline_archive(self.storage, self.config, self.wc, known)
         return WriteResult(write.instant_time, write.operation, metadata)
 
     def _slice_spec(self, existing: FileSlice, timeline: Timeline, event_time: bool) -> MorSliceSpec:
