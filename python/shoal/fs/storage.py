@@ -9,12 +9,18 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
 from shoal.errors import CommitConflictError
+
+# Directories listed at once on a remote file system (Hudi's hoodie.file.listing.parallelism
+# plays this part): an object store answers each listing in tens of milliseconds, and a write
+# touching hundreds of partitions would otherwise wait for them one after another.
+LISTING_PARALLELISM = 16
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,14 @@ class Storage:
     def list_files(self, rel: str, recursive: bool = False) -> list[FileInfo]:
         """Files (not directories) under ``rel``; empty when ``rel`` does not exist."""
         return [f for f in self._list(rel, recursive) if f is not None]
+
+    def list_files_of(self, rels: Sequence[str]) -> list[FileInfo]:
+        """The files directly under each of ``rels``, in that order (none for one that does not
+        exist). A remote file system lists up to :data:`LISTING_PARALLELISM` of them at once."""
+        if self.is_local or len(rels) < 2:
+            return [f for rel in rels for f in self.list_files(rel)]
+        with ThreadPoolExecutor(min(LISTING_PARALLELISM, len(rels)), thread_name_prefix="shoal-list") as pool:
+            return [f for files in pool.map(self.list_files, rels) for f in files]
 
     def list_dirs(self, rel: str) -> list[str]:
         """Immediate subdirectory names of ``rel``."""

@@ -148,7 +148,7 @@ class FileSystemView:
         if only is None:
             listing = self.storage.list_files("", recursive=True)
         else:
-            listing = [f for p in only for f in self.storage.list_files(p)]
+            listing = self.storage.list_files_of(only)
         for f in listing:
             if in_meta_dir(f.path):
                 continue
