@@ -204,3 +204,64 @@ def test_latest_offset_without_a_start_goes_on_from_the_last_commit(tmp_path):
         assert reader.latestOffset() == end, "nothing moves before Spark commits the batch"
         reader.commit(end)
     assert reader.latestOffset() == {"checkpoint": instants[-1]}
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"], ids=["cow", "mor"])
+def test_a_new_column_stops_the_query_and_a_restart_reads_it(ss, tmp_path, table_type):
+    """Spark keeps a query's schema: a stream that went on would deliver the new column's values
+    to no one, and the batches that carried them are never read again."""
+    from pyspark.errors import StreamingQueryException
+
+    path = str(tmp_path / "t")
+    table = shoal.Table.create(
+        path, name="t", table_type=table_type, record_key="id", partition_by="city", ordering_field="ts"
+    )
+    first = _batch(range(30), 1, 10.0)
+    table.upsert(first)
+    c1 = table.latest_instant()
+    checkpoint = str(tmp_path / "checkpoint")
+    q = Collector(ss, path, checkpoint)
+    q.drain()
+    assert q.commit_times() == [c1]
+
+    second = _batch(range(20, 40), 2, 100.0).append_column("note", pa.array([f"n{i}" for i in range(20, 40)]))
+    table.upsert(second)
+    c2 = table.latest_instant()
+    with pytest.raises(StreamingQueryException, match="new columns: note"):
+        q.drain()
+    assert q.commit_times() == [c1], "no batch went on without the new column"
+    q.stop()
+
+    resumed = Collector(ss, path, checkpoint)
+    resumed.drain()
+    assert resumed.commit_times() == [c2]
+    assert resumed.rows() == _rows(second)
+    assert sorted((r["id"], r["note"]) for b in resumed.batches for r in b) == [
+        (i, f"n{i}") for i in range(20, 40)
+    ]
+    resumed.stop()
+
+
+def test_a_widened_type_stops_the_query_and_a_new_column_not_projected_does_not(tmp_path):
+    from shoal.errors import SchemaMismatchError
+    from shoal.spark.datasource import ShoalDataSource
+
+    path = str(tmp_path / "t")
+    table = shoal.Table.create(path, name="t", record_key="id", ordering_field="ts")
+    table.upsert(pa.table({"id": ["a", "b"], "ts": [1, 1], "n": pa.array([1, 2], pa.int32())}))
+    followed = ShoalDataSource({"path": path})
+    projected = ShoalDataSource({"path": path, "columns": "id,n", "query_type": "incremental"})
+    readers = [s.streamReader(s.schema()) for s in (followed, projected)]
+    ends = [r.latestOffset(r.initialOffset(), None) for r in readers]
+    # A column the projection leaves out: that stream reads on.
+    table.upsert(pa.table({"id": ["c"], "ts": [2], "n": pa.array([3], pa.int32()), "m": ["x"]}))
+    with pytest.raises(SchemaMismatchError, match="new columns: m"):
+        readers[0].latestOffset(ends[0], None)
+    later = readers[1].latestOffset(ends[1], None)
+    (part,) = readers[1].partitions(ends[1], later)
+    assert [r["id"] for b in readers[1].read(part) for r in b.to_pylist()] == ["c"]
+    readers[1].commit(later)
+    # A type it declared, widened: its batches could not hold the values.
+    table.upsert(pa.table({"id": ["a"], "ts": [3], "n": pa.array([2**40], pa.int64()), "m": ["y"]}))
+    with pytest.raises(SchemaMismatchError, match=r"changed types: n \(int -> bigint\)"):
+        readers[1].latestOffset(later, None)

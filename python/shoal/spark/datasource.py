@@ -396,6 +396,8 @@ class ShoalDataSource(DataSource):
             stream,
             schema,
             self.split_policy,
+            follows_table=schema == self.schema(),
+            fixed_columns=opts.columns is not None,
         )
 
     def writer(self, schema: StructType, overwrite: bool) -> ShoalWriter:

@@ -28,7 +28,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from shoal.errors import InvalidOptionError
+from shoal.errors import InvalidOptionError, SchemaMismatchError
 from shoal.read.filters import Filter
 from shoal.read.incremental import normalize_bound, range_key
 from shoal.read.stream import ready_instants
@@ -40,11 +40,13 @@ from shoal.spark.read import (
     conform,
     iter_task,
     plan_read,
+    spark_schema,
     storage_for,
     without_tasks,
 )
 from shoal.spark.splits import SplitPolicy, pack
 from shoal.table import Table
+from shoal.timeline.timeline import Timeline
 
 START_OFFSET = "hoodie.datasource.streaming.startOffset"
 MAX_INSTANTS = "max_instants_per_trigger"
@@ -132,8 +134,16 @@ class ShoalStreamReader(DataSourceStreamReader):
         stream: StreamOptions,
         schema: StructType,
         policy: SplitPolicy,
+        follows_table: bool = False,
+        fixed_columns: bool = False,
     ) -> None:
+        """``follows_table``: ``schema`` is the one the table declared (no schema of the
+        user's), so a type the table widens stops the query, and so does a column it gains
+        unless ``fixed_columns`` (a ``columns`` option)."""
         self.path = path
+        self.declared = schema
+        self.follows_table = follows_table
+        self.fixed_columns = fixed_columns
         self.policy = policy
         self.filters = tuple(filters)
         self.include_deletes = include_deletes
@@ -158,7 +168,8 @@ class ShoalStreamReader(DataSourceStreamReader):
         # Spark before 4.2 passes no start: the batch goes on from the last one committed.
         if start is None:
             start = self._committed if self._committed is not None else self.initialOffset()
-        timeline = Table(self.path)._timeline()
+        table = Table(self.path)
+        timeline = table._timeline()
         # A query whose last batch read a commit that was rolled back since fails, rather than
         # going on with rows its sink holds and the table no longer does.
         check_start_not_undone(timeline, start.get(_CHECKPOINT) or None)
@@ -167,7 +178,41 @@ class ShoalStreamReader(DataSourceStreamReader):
             ready = ready[: self.stream.max_instants]
         if not ready:
             return start
+        if self.follows_table:
+            self._check_schema_unchanged(table, timeline)
         return {_CHECKPOINT: range_key(ready[-1], timeline.config.table_version >= 8)}
+
+    def _check_schema_unchanged(self, table: Table, timeline: Timeline) -> None:
+        """Raises SchemaMismatchError when the table has columns, or column types, the stream
+        did not declare when it started: Spark keeps a query's schema, so its batches would go
+        on without the columns (a sink would never get the values those batches carried), or
+        fail to cast the values. Raised before the batch's offset is logged, so a restarted
+        query reads the batch again with the table's new schema."""
+        current = table._schema(timeline)
+        if current is None:
+            return
+        declared = {f.name: f.dataType for f in self.declared.fields}
+        now = spark_schema(current).fields
+        added = [] if self.fixed_columns else [f.name for f in now if f.name not in declared]
+        changed = [
+            f"{f.name} ({declared[f.name].simpleString()} -> {f.dataType.simpleString()})"
+            for f in now
+            if f.name in declared and f.dataType != declared[f.name]
+        ]
+        if added or changed:
+            what = "; ".join(
+                part
+                for part in (
+                    f"new columns: {', '.join(added)}" if added else "",
+                    f"changed types: {', '.join(changed)}" if changed else "",
+                )
+                if part
+            )
+            raise SchemaMismatchError(
+                f"the table's schema changed since this stream started ({what}): restart the query "
+                "to read on with the new schema, from the first batch not yet committed (the "
+                "columns option fixes a stream's columns instead)"
+            )
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, stop = start.get(_CHECKPOINT) or None, end.get(_CHECKPOINT) or None
