@@ -1,7 +1,7 @@
 """Listing the partitions a write touches on an object store, simulated: a local table whose
 listings each wait ``--latency-ms`` (an S3 or GCS listing takes tens of milliseconds), read as a
 remote file system's. Times a file-system view of ``--partitions`` partitions listed one after
-another against up to ``LISTING_PARALLELISM`` at once.
+another against up to ``hoodie.file.listing.parallelism`` (16 by default) at once.
 
     .venv/bin/python benches/listing.py [--partitions 200] [--latency-ms 20]
 """
@@ -54,7 +54,7 @@ def main() -> None:
     remote.is_local = False
 
     def timed(parallelism: int) -> float:
-        storage_module.LISTING_PARALLELISM = parallelism
+        remote.listing_parallelism = parallelism
         best = float("inf")
         for _ in range(args.repeat):
             t0 = time.perf_counter()

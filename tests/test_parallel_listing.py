@@ -121,3 +121,24 @@ def test_a_failed_listing_raises(tmp_path: Any, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(Storage, "_list", failing)
     with pytest.raises(PermissionError, match="day=07"):
         _remote(t.path).list_files_of([f"day={i:02d}" for i in range(40)])
+
+
+def test_the_listing_parallelism_option_bounds_the_listings_at_once(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    t = _partitioned_table(tmp_path)
+    partitions = [f"day={i:02d}" for i in range(40)]
+    opened = shoal.Table(t.path, options={"hoodie.file.listing.parallelism": "3"})
+    assert opened.storage.listing_parallelism == 3
+    opened.storage.is_local = False
+    slow = _SlowListings(monkeypatch)
+    assert opened.storage.list_files_of(partitions) == [
+        f for p in partitions for f in t.storage.list_files(p)
+    ]
+    assert slow.most == 3
+    opened.storage.listing_parallelism = 1
+    slow.most = 0
+    opened.storage.list_files_of(partitions)
+    assert slow.most == 1
+    with pytest.raises(shoal.InvalidOptionError, match=r"hoodie\.file\.listing\.parallelism"):
+        shoal.Table(t.path, options={"hoodie.file.listing.parallelism": "0"})

@@ -89,6 +89,7 @@ class Table:
         self.storage = Storage(self.path)
         self.config = TableConfig.load(self.storage)
         self.write_config = WriteConfig(options)
+        self.storage.listing_parallelism = self.write_config.get(wc.FILE_LISTING_PARALLELISM)
         self.executor = executor or LocalExecutor()
         self._keygen: KeyGenerator | None = None
 

@@ -316,6 +316,13 @@ METADATA_ENABLE = _opt(
     "The metadata table; shoal keeps it disabled and only accepts false.",
 )
 MARKERS_TYPE = _opt("hoodie.write.markers.type", "DIRECT", _choice("DIRECT"), "Marker style.")
+FILE_LISTING_PARALLELISM = _opt(
+    "hoodie.file.listing.parallelism",
+    "16",
+    _positive_int,
+    "Partition directories listed at once on a remote file system (threads; Hudi's default, 200, "
+    "sizes a Spark stage).",
+)
 
 # -- Hudi engine tuning: accepted so that Hudi job configurations run unchanged, and ignored -----
 # They size the stages of Hudi's own Spark jobs; shoal sizes its tasks from the data (README,

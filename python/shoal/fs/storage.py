@@ -17,8 +17,8 @@ import pyarrow.fs as pafs
 
 from shoal.errors import CommitConflictError
 
-# Directories listed at once on a remote file system (Hudi's hoodie.file.listing.parallelism
-# plays this part): an object store answers each listing in tens of milliseconds, and a write
+# Directories listed at once on a remote file system, unless hoodie.file.listing.parallelism
+# says otherwise: an object store answers each listing in tens of milliseconds, and a write
 # touching hundreds of partitions would otherwise wait for them one after another.
 LISTING_PARALLELISM = 16
 
@@ -49,6 +49,7 @@ class Storage:
         self.base_path = base_path.rstrip("/") or "/"
         self.base_uri = base_uri
         self.is_local = isinstance(filesystem, pafs.LocalFileSystem)
+        self.listing_parallelism = LISTING_PARALLELISM
 
     def full_path(self, rel: str) -> str:
         return f"{self.base_path}/{rel}" if rel else self.base_path
@@ -149,10 +150,11 @@ class Storage:
 
     def list_files_of(self, rels: Sequence[str]) -> list[FileInfo]:
         """The files directly under each of ``rels``, in that order (none for one that does not
-        exist). A remote file system lists up to :data:`LISTING_PARALLELISM` of them at once."""
-        if self.is_local or len(rels) < 2:
+        exist). A remote file system lists up to ``listing_parallelism`` of them at once."""
+        if self.is_local or len(rels) < 2 or self.listing_parallelism < 2:
             return [f for rel in rels for f in self.list_files(rel)]
-        with ThreadPoolExecutor(min(LISTING_PARALLELISM, len(rels)), thread_name_prefix="shoal-list") as pool:
+        workers = min(self.listing_parallelism, len(rels))
+        with ThreadPoolExecutor(workers, thread_name_prefix="shoal-list") as pool:
             return [f for files in pool.map(self.list_files, rels) for f in files]
 
     def list_dirs(self, rel: str) -> list[str]:
