@@ -70,22 +70,19 @@ class BloomIndex:
         no file holds, which the file group's write then takes as an insert. Keys that several
         files may hold are confirmed by reading the key columns, as with ``confirm=True``."""
         work = _work(partitions)
-        file_ids = [pa.nulls(len(keys), pa.string()) for keys, _ in partitions]
+        file_ids = _FileIds(partitions)
         holders = _Holders(len(partitions))
         if not confirm and self.use_footers:
             self._tag_unconfirmed(partitions, work, file_ids, holders)
-            return holders.tagged(file_ids)
+            return holders.tagged(file_ids.columns())
         with _lookup_pool(self.workers) as pool:
             hits = pool.map(lambda item: (item, self._lookup(item[1], item[2])), work)
             for (i, keys, sl), found in hits:
                 if found is None or len(found) == 0:
                     continue
                 first = holders.first_holder(i, len(keys), found.to_numpy(zero_copy_only=False), sl.file_id)
-                if len(first):
-                    file_ids[i] = pc.if_else(
-                        _mask_from_indices(first, len(keys)), pa.scalar(sl.file_id), file_ids[i]
-                    )
-        return holders.tagged(file_ids)
+                file_ids.tag(i, first, sl.file_id)
+        return holders.tagged(file_ids.columns())
 
     def locate(self, keys: pa.Array, slices: Sequence[FileSlice]) -> list[tuple[FileSlice, np.ndarray]]:
         """Every slice among ``slices`` that holds some of ``keys``, with the indices of the keys
@@ -117,18 +114,18 @@ class BloomIndex:
         the keys and the footers alone, so separate passes over the same keys agree: the Spark
         writer routes rows with it, after correcting the keys a counting pass confirmed."""
         work = _work(partitions)
-        tags = [pa.nulls(len(keys), pa.string()) for keys, _ in partitions]
+        tags = _FileIds(partitions)
         shared = [np.zeros(len(keys), dtype=bool) for keys, _ in partitions]
         if not self.use_footers:
             for i, _, _ in work:
                 shared[i][:] = True
-            return list(zip(tags, shared, strict=True))
+            return list(zip(tags.columns(), shared, strict=True))
         with _lookup_pool(self.workers) as pool:
             found, counts = self._footer_candidates(partitions, work, pool)
         _tag_single_admissions(found, counts, tags)
         for (i, _, _), idx, _ in found:
             shared[i][idx[counts[i][idx] > 1]] = True
-        return list(zip(tags, shared, strict=True))
+        return list(zip(tags.columns(), shared, strict=True))
 
     def _footer_candidates(
         self,
@@ -160,7 +157,7 @@ class BloomIndex:
         self,
         partitions: Sequence[tuple[pa.Array, Sequence[FileSlice]]],
         work: list[tuple[int, pa.Array, FileSlice]],
-        file_ids: list[pa.Array],
+        file_ids: _FileIds,
         holders: _Holders,
     ) -> None:
         with _lookup_pool(self.workers) as pool:
@@ -177,10 +174,7 @@ class BloomIndex:
             for (i, keys, sl, idx), held in zip(shared, confirmed, strict=True):
                 if held is not None and len(held):
                     at = idx[held.to_numpy(zero_copy_only=False)]
-                    first = holders.first_holder(i, len(keys), at, sl.file_id)
-                    if len(first):
-                        mask = _mask_from_indices(first, len(keys))
-                        file_ids[i] = pc.if_else(mask, pa.scalar(sl.file_id), file_ids[i])
+                    file_ids.tag(i, holders.first_holder(i, len(keys), at, sl.file_id), sl.file_id)
 
     def _lookup(self, keys: pa.Array, sl: FileSlice) -> pa.Array | None:
         assert sl.base_file is not None
@@ -323,15 +317,12 @@ _NO_FILE_IDS = pa.array([], pa.string())
 def _tag_single_admissions(
     found: list[tuple[tuple[int, pa.Array, FileSlice], np.ndarray, int]],
     counts: list[np.ndarray],
-    file_ids: list[pa.Array],
+    file_ids: _FileIds,
 ) -> None:
     """Tags, in ``file_ids``, every key that exactly one file's footer admits with that file
     (``found`` and ``counts`` as ``_footer_candidates`` gives them)."""
-    for (i, keys, sl), idx, _ in found:
-        only_here = idx[counts[i][idx] == 1]
-        if len(only_here):
-            mask = _mask_from_indices(only_here, len(keys))
-            file_ids[i] = pc.if_else(mask, pa.scalar(sl.file_id), file_ids[i])
+    for (i, _, sl), idx, _ in found:
+        file_ids.tag(i, idx[counts[i][idx] == 1], sl.file_id)
 
 
 def _work(
@@ -361,10 +352,30 @@ def _lookup_pool(workers: int) -> Iterator[ThreadPoolExecutor]:
     yield _shared_pool(workers, os.getpid())
 
 
-def _mask_from_indices(indices: np.ndarray, n: int) -> pa.Array:
-    mask = np.zeros(n, dtype=bool)
-    mask[indices] = True
-    return pa.array(mask)
+class _FileIds:
+    """Per partition, the file id each key is tagged with, null while untagged; a later tag of
+    a key replaces an earlier one. Kept as indices into the file ids and built as Arrow columns
+    once: an Arrow call per tagging file costs more than the lookups when a partition holds
+    hundreds of small files."""
+
+    def __init__(self, partitions: Sequence[tuple[pa.Array, Sequence[FileSlice]]]) -> None:
+        self._owner = [np.full(len(keys), -1, dtype=np.int64) for keys, _ in partitions]
+        self._names: list[list[str]] = [[] for _ in partitions]
+
+    def tag(self, i: int, indices: np.ndarray, file_id: str) -> None:
+        """Tags the keys at ``indices`` of partition ``i`` with ``file_id``."""
+        if len(indices):
+            self._owner[i][indices] = len(self._names[i])
+            self._names[i].append(file_id)
+
+    def columns(self) -> list[pa.Array]:
+        """Per partition, the file id of each key (null for keys not tagged)."""
+        return [
+            pa.array(names, pa.string()).take(pa.array(owner, mask=owner < 0))
+            if names
+            else pa.nulls(len(owner), pa.string())
+            for owner, names in zip(self._owner, self._names, strict=True)
+        ]
 
 
 class _KeyColumnCache:
