@@ -580,21 +580,19 @@ def run_inline_clean(
     """After a commit: with ``hoodie.clean.automatic``, clean when ``hoodie.clean.max.commits``
     commits completed since the last clean. The commit is complete when this runs; a clean that
     fails midway stays pending and the next clean finishes it. ``known``: the timeline as the
-    commit left it. When it shows no pending clean and too few commits, nothing is listed (a
-    writer that completed instants since cleans after them); a single writer's clean plans on
-    it."""
+    commit left it. A single writer's clean plans on it, listing nothing unless it acts. Under
+    optimistic concurrency other processes may have changed the timeline since: the clean lists
+    it again under the lock, unless ``known`` shows no pending clean and too few commits (a
+    writer that completed instants since cleans after them)."""
     if not wc.get(CLEAN_AUTOMATIC) or config.table_version >= 8:
         return []
+    if not wc.optimistic_concurrency:
+        return clean(storage, config, wc, executor, force=False, known=known)
     if known is not None and not _clean_due(known, wc):
         return []
-    # Other processes may have changed the timeline since the commit only under optimistic
-    # concurrency: then the clean lists it again under the lock.
-    current = None if wc.optimistic_concurrency else known
     try:
-        return clean(storage, config, wc, executor, force=False, known=current)
+        return clean(storage, config, wc, executor, force=False)
     except CommitConflictError as exc:
-        if not wc.optimistic_concurrency:
-            raise
         # The lock stayed taken: the write has committed, and a later commit cleans.
         log.warning("inline clean skipped: %s", exc)
         return []
