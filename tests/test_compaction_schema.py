@@ -124,7 +124,7 @@ class Model:
 def _evolve(m: Model, change: str) -> None:
     """A write that touches file group A only and adds a column, widens two types, or both;
     then file group B gets a log of its own when it has none (a widening write first compacts
-    every slice with logs, README "Schema evolution"): a delete, whose log has no records."""
+    every slice with logs, docs/compatibility.md, "Schema evolution"): a delete, whose log has no records."""
     fields = {"add": [*NARROW, EXTRA], "widen": WIDE, "both": [*WIDE, EXTRA]}[change]
     m.upsert([1, 2], fields)
     if change != "add":

@@ -2,7 +2,7 @@
 
 A nested field that holds only None in a batch (``{"a": 1, "in": None}``, which pyarrow types
 ``null``) is taken in the type the table stores it in, as a top-level column of nulls only is
-(README: "a batch in which an optional column is all null keeps the column's type"); values of
+(docs/compatibility.md: "a batch in which an optional column is all null keeps the column's type"); values of
 another type in a nested field are still refused, naming the field, the table unchanged."""
 
 from __future__ import annotations

@@ -491,8 +491,8 @@ def test_bloom_false_positives_join_the_partitions_new_base_file(spark, tmp_path
 
 
 def test_a_spark_write_that_widens_a_type_compacts_merge_on_read_first(spark, tmp_path):
-    """As Table writes do (README, "Schema evolution"): hudi-rs reads the table after a widening
-    write and a later new column, over a log block of the old type."""
+    """As Table writes do (docs/compatibility.md, "Schema evolution"): hudi-rs reads the table
+    after a widening write and a later new column, over a log block of the old type."""
     import shoal.spark
 
     path = str(tmp_path / "t")

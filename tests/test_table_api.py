@@ -628,7 +628,7 @@ def test_a_write_asking_for_another_ordering_than_the_tables_fails_before_the_ti
 
 def test_widened_and_added_columns_on_merge_on_read(tmp_path):
     """int to long, float to double and a new column, over log blocks of the old types: the
-    widening write compacts first, so hudi-rs 0.5 reads what shoal reads (README, "Schema
+    widening write compacts first, so hudi-rs 0.5 reads what shoal reads (docs/compatibility.md, "Schema
     evolution"); without that compaction it fails on the old-typed log block."""
     path = str(tmp_path / "t")
     table = shoal.Table.create(

@@ -325,8 +325,8 @@ FILE_LISTING_PARALLELISM = _opt(
 )
 
 # -- Hudi engine tuning: accepted so that Hudi job configurations run unchanged, and ignored -----
-# They size the stages of Hudi's own Spark jobs; shoal sizes its tasks from the data (README,
-# "Writing with Spark"). Their values are still checked.
+# They size the stages of Hudi's own Spark jobs; shoal sizes its tasks from the data
+# (docs/tables.md). Their values are still checked.
 for _k in (
     "hoodie.upsert.shuffle.parallelism",
     "hoodie.insert.shuffle.parallelism",
