@@ -178,6 +178,13 @@ class Storage:
     def open_input_file(self, rel: str) -> pafs.NativeFile:
         return self.fs.open_input_file(self.full_path(rel))
 
+    def native_sources(self, rels: Sequence[str]) -> list[str | bytes]:
+        """The files at ``rels`` as the Rust core takes them: local paths, which it opens
+        itself, or the files' bytes, on a file system it cannot open (an object store)."""
+        if self.is_local:
+            return [self.full_path(rel) for rel in rels]
+        return [self.read_bytes(rel) for rel in rels]
+
     def open_output_stream(self, rel: str, make_parents: bool = True) -> pafs.NativeFile:
         """A new file at ``rel``, written in place: for files whose readers know, by other
         means, when they are whole. ``make_parents``: its directory is created; without it, a

@@ -197,7 +197,7 @@ def merge_mor_slice(
     if base is None:
         base = _read_base(storage, spec)
     blocks = _native.scan_log_files(
-        [storage.full_path(p) for p in spec.log_file_paths],
+        storage.native_sources(spec.log_file_paths),
         list(spec.completed_instants),
         spec.max_instant,
         instant_range=spec.instant_range,
