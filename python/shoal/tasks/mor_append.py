@@ -211,13 +211,11 @@ def names_a_logged_delete(rewrite: CowWriteSpec, records: pa.Table, storage: Sto
     if len(ordered) == 0:
         return False
     storage = storage or Storage(old.base_uri)
-    contents = []
-    for path in old.log_file_paths:
-        with storage.open_input_file(path) as f:
-            contents.append(f.read())
     # The blocks a reader merges: those of completed instants, and of instants older than the
     # active timeline (archived), less the rolled-back ones.
-    blocks = _native.scan_log_files(contents, list(old.completed_instants), None)
+    blocks = _native.scan_log_files(
+        storage.native_sources(old.log_file_paths), list(old.completed_instants), None
+    )
     deleted = [b.deletes().column("record_key") for b in blocks if b.block_type == "DELETE_BLOCK"]
     if not deleted:
         return False
